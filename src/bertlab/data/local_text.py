@@ -102,14 +102,15 @@ def doc_lines(limit: int = 20_000, doc_dir: str | Path = DOC_DIR) -> list[str]:
 def local_lines(limit: int = 20_000, doc_fraction: float = 0.25) -> list[str]:
     """``limit`` lines: gettext strings with documentation lines spread evenly among them.
 
-    When one source runs short, the other fills in, so the result is short only when the
-    machine holds too little text.
+    When the catalogs run short, documentation fills in; a line is never repeated, even
+    across the two sources.
     """
     n_docs = round(limit * doc_fraction)
-    docs = doc_lines(n_docs) if n_docs else []
-    gettext = gettext_lines(limit - len(docs))
-    if len(gettext) < limit - len(docs):
-        docs = doc_lines(limit - len(gettext))
+    gettext = gettext_lines(limit - n_docs)
+    known = set(gettext)
+    # a few doc lines ("Copyright", "GNU General Public License") are gettext strings too
+    docs = [t for t in doc_lines(limit - len(gettext) + 200) if t not in known]
+    docs = docs[:limit - len(gettext)]
     out: list[str] = []
     total = len(gettext) + len(docs)
     docs_iter, gettext_iter = iter(docs), iter(gettext)
