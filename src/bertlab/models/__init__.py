@@ -1,0 +1,6 @@
+from .bert import (BertEmbeddings, BertForPreTraining, BertForSequenceClassification, BertModel, BertOutput,
+                   MaskedLMHead, NextSentenceHead, Pooler)
+from .bert_config import BertConfig
+
+__all__ = ["BertConfig", "BertEmbeddings", "BertForPreTraining", "BertForSequenceClassification", "BertModel",
+           "BertOutput", "MaskedLMHead", "NextSentenceHead", "Pooler"]

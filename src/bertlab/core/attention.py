@@ -1,0 +1,86 @@
+"""Scaled dot-product attention and multi-head attention, shared by BERT, the Transformer and GPT."""
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0, need_weights=False):
+    """softmax(Q K^T / sqrt(d_k)) V over (..., len, d_k) tensors; `mask` is True where allowed.
+
+    The fast path is PyTorch's fused kernel. `need_weights=True` takes the explicit path, which
+    also returns the attention probabilities (batch, heads, query_len, key_len) for inspection.
+    """
+    if not need_weights:
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
+        return out, None
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    out = F.dropout(weights, dropout_p) @ value
+    return out, weights
+
+
+class KVCache:
+    """Keys and values of the positions seen so far, for one attention layer.
+
+    Self-attention appends one step at a time; encoder-decoder attention (`static=True`) projects
+    the encoder output once and reuses it for every decoding step.
+    """
+
+    def __init__(self, static: bool = False):
+        self.static = static
+        self.key = self.value = None
+
+    def __len__(self):
+        return 0 if self.key is None else self.key.size(-2)
+
+    def update(self, key, value):
+        if self.key is None or self.static:
+            self.key, self.value = key, value
+        else:
+            self.key = torch.cat([self.key, key], dim=-2)
+            self.value = torch.cat([self.value, value], dim=-2)
+        return self.key, self.value
+
+    def reorder(self, index: torch.Tensor):
+        """Keep the batch rows in `index` (beam search reorders hypotheses every step)."""
+        if self.key is not None:
+            self.key, self.value = self.key.index_select(0, index), self.value.index_select(0, index)
+
+
+class MultiHeadAttention(nn.Module):
+    """h heads of scaled dot-product attention over learned projections, concatenated, projected.
+
+    Parameter names (query/key/value/output) follow the BERT checkpoint so loading is a name table.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model {d_model} is not divisible by num_heads {num_heads}")
+        self.num_heads, self.d_head, self.dropout = num_heads, d_model // num_heads, dropout
+        self.query = nn.Linear(d_model, d_model, bias=bias)
+        self.key = nn.Linear(d_model, d_model, bias=bias)
+        self.value = nn.Linear(d_model, d_model, bias=bias)
+        self.output = nn.Linear(d_model, d_model, bias=bias)
+
+    def split_heads(self, x):  # (batch, len, d_model) -> (batch, heads, len, d_head)
+        return x.view(x.size(0), x.size(1), self.num_heads, self.d_head).transpose(1, 2)
+
+    def forward(self, x, memory=None, mask=None, cache: KVCache | None = None, need_weights=False):
+        """Queries from `x`; keys and values from `memory` (encoder-decoder attention) or `x`."""
+        source = x if memory is None else memory
+        q = self.split_heads(self.query(x))
+        if cache is not None and cache.static and cache.key is not None:
+            k, v = cache.key, cache.value
+        else:
+            k, v = self.split_heads(self.key(source)), self.split_heads(self.value(source))
+            if cache is not None:
+                k, v = cache.update(k, v)
+        p = self.dropout if self.training else 0.0
+        out, weights = scaled_dot_product_attention(q, k, v, mask, p, need_weights)
+        out = out.transpose(1, 2).reshape(x.size(0), x.size(1), -1)
+        return self.output(out), weights

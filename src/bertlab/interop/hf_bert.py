@@ -1,0 +1,174 @@
+"""BERT checkpoints in the HF layout (config.json + model.safetensors | pytorch_model.bin + vocab.txt).
+
+Our parameter names follow the notes (`attention_sublayer.norm`, `feed_forward.intermediate`);
+HF's follow google-research/bert's TF scopes. One table maps between them, both ways.
+"""
+import json
+import os
+import re
+from dataclasses import dataclass, field
+
+import torch
+
+from ..io import atomic_write, atomic_write_text
+from ..models import BertConfig, BertModel
+
+# (ours, HF) — `{i}` is a layer index. Everything not listed keeps its name.
+NAME_TABLE = [
+    ("embeddings.norm.", "embeddings.LayerNorm."),
+    ("layers.{i}.attention.query.", "encoder.layer.{i}.attention.self.query."),
+    ("layers.{i}.attention.key.", "encoder.layer.{i}.attention.self.key."),
+    ("layers.{i}.attention.value.", "encoder.layer.{i}.attention.self.value."),
+    ("layers.{i}.attention.output.", "encoder.layer.{i}.attention.output.dense."),
+    ("layers.{i}.attention_sublayer.norm.", "encoder.layer.{i}.attention.output.LayerNorm."),
+    ("layers.{i}.feed_forward.intermediate.", "encoder.layer.{i}.intermediate.dense."),
+    ("layers.{i}.feed_forward.output.", "encoder.layer.{i}.output.dense."),
+    ("layers.{i}.feed_forward_sublayer.norm.", "encoder.layer.{i}.output.LayerNorm."),
+    ("mlm.dense.", "cls.predictions.transform.dense."),
+    ("mlm.norm.", "cls.predictions.transform.LayerNorm."),
+    ("mlm.bias", "cls.predictions.bias"),
+    ("mlm.embedding_table", "cls.predictions.decoder.weight"),
+    ("nsp.linear.", "cls.seq_relationship."),
+]
+# Tensors tied to another one: HF re-ties them on load, safetensors refuses to store them twice.
+TIED = {"mlm.embedding_table": "bert.embeddings.word_embeddings.weight"}
+# Buffers some checkpoints carry that hold no learned state.
+IGNORED = re.compile(r"(^|\.)embeddings\.position_ids$|cls\.predictions\.decoder\.bias$")
+
+
+def _rename(key: str, pairs) -> str:
+    for src, dst in pairs:
+        pattern = "^(.*?)" + re.escape(src).replace(r"\{i\}", r"(\d+)")
+        m = re.match(pattern, key)
+        if m:
+            out = dst.replace("{i}", m.group(2)) if "{i}" in dst else dst
+            return m.group(1) + out + key[m.end():]
+    return key
+
+
+def to_hf_name(key: str) -> str:
+    return _rename(key, NAME_TABLE)
+
+
+def from_hf_name(key: str) -> str:
+    key = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", key)  # checkpoints converted from TF 1.x
+    key = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", key)
+    return _rename(key, [(hf, ours) for ours, hf in NAME_TABLE])
+
+
+@dataclass
+class LoadReport:
+    """What partial initialisation did, as google-research/bert's assignment map reports it."""
+    initialized: list = field(default_factory=list)
+    new: list = field(default_factory=list)  # in the model, not in the checkpoint
+    mismatched: list = field(default_factory=list)  # (name, model shape, checkpoint shape)
+    unused: list = field(default_factory=list)  # in the checkpoint, not in the model
+
+    def __str__(self):
+        lines = [f"initialized {len(self.initialized)} tensors from the checkpoint"]
+        for title, names in (("new (randomly initialised)", self.new), ("left unused", self.unused)):
+            if names:
+                lines.append(f"{title}: {len(names)}: " + ", ".join(names))
+        for name, ours, theirs in self.mismatched:
+            lines.append(f"shape mismatch, kept random: {name}: model {ours} vs checkpoint {theirs}")
+        return "\n".join(lines)
+
+
+def read_state_dict(folder) -> dict:
+    """The tensors of model.safetensors (preferred) or pytorch_model.bin in `folder`."""
+    st, pt = os.path.join(folder, "model.safetensors"), os.path.join(folder, "pytorch_model.bin")
+    if os.path.exists(st):
+        from safetensors.torch import load_file
+        return load_file(st)
+    if os.path.exists(pt):
+        return torch.load(pt, map_location="cpu", weights_only=True)
+    raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
+
+
+def _model_prefix(model) -> str:
+    return "" if isinstance(model, BertModel) else "bert."
+
+
+def _to_our_names(model, hf_state: dict) -> dict:
+    """Rename a checkpoint's tensors to ours, adding or dropping the `bert.` prefix as the model needs."""
+    has_prefix = any(k.startswith("bert.") for k in hf_state)
+    ours = {}
+    for key, tensor in hf_state.items():
+        if IGNORED.search(key):
+            continue
+        if _model_prefix(model) and not has_prefix and not key.startswith(("cls.", "classifier.")):
+            key = "bert." + key  # a bare BertModel checkpoint loaded under a model with heads
+        elif not _model_prefix(model) and has_prefix:
+            if not key.startswith("bert."):
+                ours["<head>" + key] = tensor  # heads a bare BertModel cannot use
+                continue
+            key = key[len("bert."):]
+        ours[_rename_prefixed(key, from_hf_name)] = tensor
+    return ours
+
+
+def _rename_prefixed(key, fn):
+    return "bert." + fn(key[5:]) if key.startswith("bert.") else fn(key)
+
+
+def init_from_state_dict(model, hf_state: dict) -> LoadReport:
+    """Copy every checkpoint tensor whose name and shape match a model parameter; report the rest."""
+    report, ours = LoadReport(), _to_our_names(model, hf_state)
+    own = model.state_dict()
+    with torch.no_grad():
+        for name, target in own.items():
+            if name in TIED:
+                continue
+            if name not in ours:
+                report.new.append(name)
+            elif ours[name].shape != target.shape:
+                report.mismatched.append((name, tuple(target.shape), tuple(ours[name].shape)))
+            else:
+                target.copy_(ours[name])
+                report.initialized.append(name)
+    report.unused = sorted(k.removeprefix("<head>") for k in ours if k not in own and k not in TIED)
+    return report
+
+
+def load_state_dict_strict(model, hf_state: dict, source="checkpoint") -> LoadReport:
+    """Like init_from_state_dict, but a missing or mis-shaped tensor is an error that names it."""
+    report = init_from_state_dict(model, hf_state)
+    problems = [f"missing tensor {n}" for n in report.new]
+    problems += [f"tensor {n} has shape {t} in the checkpoint, the config needs {o}" for n, o, t in report.mismatched]
+    if problems:
+        raise ValueError(f"{source}: does not fit the model:\n  " + "\n  ".join(problems))
+    return report
+
+
+def hf_state_dict(model) -> dict:
+    """Our state dict under HF names, tied duplicates removed, tensors contiguous for safetensors."""
+    out = {}
+    for key, tensor in model.state_dict().items():
+        if key in TIED:
+            continue
+        out[_rename_prefixed(key, to_hf_name)] = tensor.detach().contiguous().cpu()
+    return out
+
+
+HF_ARCHITECTURES = {"BertModel": "BertModel", "BertForPreTraining": "BertForPreTraining",
+                    "BertForSequenceClassification": "BertForSequenceClassification"}
+
+
+def save_pretrained(model, folder, tokenizer=None, extra_config: dict | None = None):
+    """Write config.json, model.safetensors and (with a tokenizer) vocab.txt + tokenizer_config.json,
+    each atomically, in the layout HF transformers loads with no missing or unexpected keys."""
+    from safetensors.torch import save
+    os.makedirs(folder, exist_ok=True)
+    config = model.config.to_dict(hf=True)
+    config["architectures"] = [HF_ARCHITECTURES.get(type(model).__name__, "BertModel")]
+    if getattr(model, "num_labels", None):
+        config["id2label"] = {str(i): f"LABEL_{i}" for i in range(model.num_labels)}
+        config["label2id"] = {v: int(k) for k, v in config["id2label"].items()}
+    config.update(extra_config or {})
+    atomic_write_text(os.path.join(folder, "config.json"), json.dumps(config, indent=2, sort_keys=True) + "\n")
+    tensors = hf_state_dict(model)
+    atomic_write(os.path.join(folder, "model.safetensors"),
+                 lambda f: f.write(save(tensors, metadata={"format": "pt"})), mode="wb")
+    if tokenizer is not None:
+        tokenizer.save_pretrained(folder)
+

