@@ -14,6 +14,7 @@ from ..io import atomic_write, atomic_write_text
 from ..models import BertConfig, BertModel
 
 # (ours, HF) — `{i}` is a layer index. Everything not listed keeps its name.
+# Prefixes: heads-models (ours and HF's) keep the encoder under `bert.`; a bare BertModel has none.
 NAME_TABLE = [
     ("embeddings.norm.", "embeddings.LayerNorm."),
     ("layers.{i}.attention.query.", "encoder.layer.{i}.attention.self.query."),
@@ -85,25 +86,24 @@ def read_state_dict(folder) -> dict:
     raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
 
 
-def _model_prefix(model) -> str:
-    return "" if isinstance(model, BertModel) else "bert."
-
-
 def _to_our_names(model, hf_state: dict) -> dict:
-    """Rename a checkpoint's tensors to ours, adding or dropping the `bert.` prefix as the model needs."""
+    """{our name: (checkpoint name, tensor)}, adding or dropping the `bert.` prefix as the model needs.
+    Heads that a bare BertModel has no place for keep their checkpoint name."""
     has_prefix = any(k.startswith("bert.") for k in hf_state)
+    wants_prefix = not isinstance(model, BertModel)
     ours = {}
-    for key, tensor in hf_state.items():
-        if IGNORED.search(key):
+    for original, tensor in hf_state.items():
+        if IGNORED.search(original):
             continue
-        if _model_prefix(model) and not has_prefix and not key.startswith(("cls.", "classifier.")):
+        key = original
+        if wants_prefix and not has_prefix and not key.startswith(("cls.", "classifier.")):
             key = "bert." + key  # a bare BertModel checkpoint loaded under a model with heads
-        elif not _model_prefix(model) and has_prefix:
+        elif not wants_prefix and has_prefix:
             if not key.startswith("bert."):
-                ours["<head>" + key] = tensor  # heads a bare BertModel cannot use
+                ours[original] = (original, tensor)
                 continue
             key = key[len("bert."):]
-        ours[_rename_prefixed(key, from_hf_name)] = tensor
+        ours[_rename_prefixed(key, from_hf_name)] = (original, tensor)
     return ours
 
 
@@ -112,7 +112,8 @@ def _rename_prefixed(key, fn):
 
 
 def init_from_state_dict(model, hf_state: dict) -> LoadReport:
-    """Copy every checkpoint tensor whose name and shape match a model parameter; report the rest."""
+    """Copy every checkpoint tensor whose name and shape match a model parameter; report the rest
+    (model names for initialised and new tensors, checkpoint names for unused ones)."""
     report, ours = LoadReport(), _to_our_names(model, hf_state)
     own = model.state_dict()
     with torch.no_grad():
@@ -121,12 +122,14 @@ def init_from_state_dict(model, hf_state: dict) -> LoadReport:
                 continue
             if name not in ours:
                 report.new.append(name)
-            elif ours[name].shape != target.shape:
-                report.mismatched.append((name, tuple(target.shape), tuple(ours[name].shape)))
+                continue
+            tensor = ours[name][1]
+            if tensor.shape != target.shape:
+                report.mismatched.append((name, tuple(target.shape), tuple(tensor.shape)))
             else:
-                target.copy_(ours[name])
+                target.copy_(tensor)
                 report.initialized.append(name)
-    report.unused = sorted(k.removeprefix("<head>") for k in ours if k not in own and k not in TIED)
+    report.unused = sorted(original for name, (original, _) in ours.items() if name not in own and name not in TIED)
     return report
 
 
