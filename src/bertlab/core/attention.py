@@ -51,6 +51,40 @@ class KVCache:
             self.key, self.value = self.key.index_select(0, index), self.value.index_select(0, index)
 
 
+class PreallocatedKVCache(KVCache):
+    """A self-attention KVCache that writes each step into buffers sized for the whole generation.
+
+    `KVCache.update` concatenates, copying the whole prefix every step; writing in place makes a
+    decoding step cost one position of memory traffic instead (GPT's sampling loop uses this).
+    """
+
+    def __init__(self, capacity: int):
+        super().__init__(static=False)
+        self.capacity, self.length = capacity, 0
+        self._key = self._value = None
+
+    def __len__(self):
+        return self.length
+
+    def update(self, key, value):
+        end = self.length + key.size(-2)
+        if self._key is None:
+            shape = (*key.shape[:-2], self.capacity, key.size(-1))
+            self._key, self._value = key.new_empty(shape), value.new_empty(shape)
+        if end > self.capacity:
+            raise ValueError(f"the cache holds {self.capacity} positions; {end} were asked for")
+        self._key[..., self.length:end, :] = key
+        self._value[..., self.length:end, :] = value
+        self.length = end
+        self.key, self.value = self._key[..., :end, :], self._value[..., :end, :]
+        return self.key, self.value
+
+    def reorder(self, index: torch.Tensor):
+        if self._key is not None:
+            self._key, self._value = self._key.index_select(0, index), self._value.index_select(0, index)
+            self.key, self.value = self._key[..., :self.length, :], self._value[..., :self.length, :]
+
+
 class MultiHeadAttention(nn.Module):
     """h heads of scaled dot-product attention over learned projections, concatenated, projected.
 

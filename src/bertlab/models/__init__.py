@@ -4,3 +4,6 @@ from .bert_config import BertConfig
 
 __all__ = ["BertConfig", "BertEmbeddings", "BertForPreTraining", "BertForSequenceClassification", "BertModel",
            "BertOutput", "MaskedLMHead", "NextSentenceHead", "Pooler"]
+from .gpt import GPT, GPTConfig
+
+__all__ += ["GPT", "GPTConfig"]

@@ -1,0 +1,167 @@
+"""GPT: the decoder-only Transformer of generative pre-training (GPT-2's architecture).
+
+A stack of pre-LN decoder blocks (masked self-attention, no encoder-decoder attention) over learned
+token and position embeddings, a final LayerNorm, and an output layer that shares its weights with
+the token embeddings. Trained to predict token t+1 from tokens 0..t; sampled one token at a time.
+"""
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..core import DecoderBlock, PreallocatedKVCache, causal_mask
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """GPT-2's hyper-parameters under the field names of HF's GPT-2 config.json."""
+    vocab_size: int = 50257
+    n_positions: int = 1024
+    n_embd: int = 768
+    n_layer: int = 12
+    n_head: int = 12
+    n_inner: int | None = None  # feed-forward width; None means 4 * n_embd
+    activation_function: str = "gelu_new"
+    resid_pdrop: float = 0.1
+    embd_pdrop: float = 0.1
+    attn_pdrop: float = 0.1
+    layer_norm_epsilon: float = 1e-5
+    initializer_range: float = 0.02
+    bos_token_id: int = 50256
+    eos_token_id: int = 50256
+
+    def __post_init__(self):
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd {self.n_embd} is not a multiple of n_head {self.n_head}")
+
+    @property
+    def d_ff(self) -> int:
+        return self.n_inner or 4 * self.n_embd
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "GPTConfig":
+        if name not in PRESETS:
+            raise ValueError(f"unknown GPT preset {name!r}; choose one of {sorted(PRESETS)}")
+        return cls(**{**PRESETS[name], **overrides})
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GPTConfig":
+        """Accepts HF GPT-2 config.json; keys the model does not need are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def to_dict(self, hf: bool = True) -> dict:
+        d = dataclasses.asdict(self)
+        if hf:
+            d.update(model_type="gpt2", architectures=["GPT2LMHeadModel"], n_ctx=self.n_positions,
+                     tie_word_embeddings=True, scale_attn_weights=True)
+        return d
+
+    @classmethod
+    def from_json_file(cls, path) -> "GPTConfig":
+        try:
+            with open(path, encoding="utf-8") as f:
+                return cls.from_dict(json.load(f))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON ({e})") from None
+
+
+# The four sizes of the GPT-2 paper (parameter counts with the tied 50257-token output layer),
+# and tiny ones that train in seconds on a CPU for tests and demos.
+PRESETS = {
+    "gpt2": dict(n_layer=12, n_head=12, n_embd=768),            # 124M
+    "gpt2-medium": dict(n_layer=24, n_head=16, n_embd=1024),    # 355M
+    "gpt2-large": dict(n_layer=36, n_head=20, n_embd=1280),     # 774M
+    "gpt2-xl": dict(n_layer=48, n_head=25, n_embd=1600),        # 1.5B
+    "tiny": dict(n_layer=4, n_head=4, n_embd=256, n_positions=256),
+    "test": dict(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=97),
+}
+PRESETS["124M"], PRESETS["355M"], PRESETS["774M"], PRESETS["1.5B"] = (
+    PRESETS["gpt2"], PRESETS["gpt2-medium"], PRESETS["gpt2-large"], PRESETS["gpt2-xl"])
+
+
+class GPT(nn.Module):
+    """`forward(idx, targets=None) -> (logits, loss)`; with a cache (`new_cache`) each call may pass
+    only the new positions, whose keys and values are appended for the next call."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = c = config
+        self.wte = nn.Embedding(c.vocab_size, c.n_embd)
+        self.wpe = nn.Embedding(c.n_positions, c.n_embd)
+        self.drop = nn.Dropout(c.embd_pdrop)
+        self.h = nn.ModuleList(
+            DecoderBlock(c.n_embd, c.n_head, c.d_ff, dropout=c.resid_pdrop, attention_dropout=c.attn_pdrop,
+                         act=c.activation_function, norm_first=True, eps=c.layer_norm_epsilon,
+                         cross_attention=False)
+            for _ in range(c.n_layer))
+        self.ln_f = nn.LayerNorm(c.n_embd, eps=c.layer_norm_epsilon)
+        self.apply(self._init_weights)
+        # GPT-2: residual projections scaled by 1/sqrt(number of residual additions), so the
+        # residual stream's variance does not grow with depth.
+        for name, p in self.named_parameters():
+            if name.endswith(("self_attention.output.weight", "feed_forward.output.weight")):
+                nn.init.normal_(p, mean=0.0, std=c.initializer_range / math.sqrt(2 * c.n_layer))
+
+    def _init_weights(self, module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=self.config.initializer_range)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def new_cache(self, batch_size: int, max_len: int | None = None) -> list:
+        """One key/value cache per block, preallocated for `max_len` positions (n_positions)."""
+        max_len = max_len or self.config.n_positions
+        return [{"self": PreallocatedKVCache(max_len), "cross": None} for _ in self.h]
+
+    def hidden_states(self, idx, cache=None, attention_mask=None, positions=None):
+        """The final LayerNorm's output (batch, len, n_embd) for token ids `idx` (batch, len).
+
+        attention_mask (batch, past + len), 1 for real tokens, 0 for padding, hides padded keys;
+        positions (batch, len) default to past .. past + len - 1.
+        """
+        past = len(cache[0]["self"]) if cache else 0
+        length = idx.size(1)
+        if past + length > self.config.n_positions:
+            raise ValueError(f"{past + length} positions exceed n_positions {self.config.n_positions}")
+        if positions is None:
+            positions = torch.arange(past, past + length, device=idx.device)
+        x = self.drop(self.wte(idx) + self.wpe(positions))
+        mask = self._self_mask(length, past + length, attention_mask, idx.device)
+        for i, block in enumerate(self.h):
+            x, _ = block(x, self_mask=mask, cache=cache[i] if cache else None)
+        return self.ln_f(x)
+
+    @staticmethod
+    def _self_mask(length, key_len, attention_mask, device):
+        if attention_mask is None:
+            # one new position attends to everything cached: no mask, the cheapest SDPA call
+            return None if length == 1 else causal_mask(length, key_len, device)
+        allowed = causal_mask(length, key_len, device) & attention_mask.bool()[:, None, None, :]
+        # a padding query would see no key at all (a softmax of -inf: NaN); let it see itself
+        return allowed | _diagonal(length, key_len, device)
+
+    def forward(self, idx, targets=None, cache=None, attention_mask=None, positions=None, last_only=False):
+        """Logits (batch, len, vocab) — or (batch, 1, vocab) with `last_only`, as sampling needs —
+        and, given `targets` (batch, len; -100 is ignored), the mean next-token cross-entropy."""
+        x = self.hidden_states(idx, cache, attention_mask, positions)
+        if last_only:
+            x = x[:, -1:]
+        logits = F.linear(x, self.wte.weight)  # output layer tied to the token embeddings
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100)
+        return logits, loss
+
+
+def _diagonal(length, key_len, device):
+    """(length, key_len) bool: each query sees its own key (bottom-right aligned like causal_mask)."""
+    return torch.ones(length, key_len, dtype=torch.bool, device=device).tril(key_len - length) \
+        & ~torch.ones(length, key_len, dtype=torch.bool, device=device).tril(key_len - length - 1)
