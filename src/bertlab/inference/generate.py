@@ -1,0 +1,181 @@
+"""Sampling from a GPT one token at a time, with a key/value cache so each step costs one position.
+
+Prompts of different lengths are left-padded into one batch: every row's newest token then sits in
+the last column, padded keys are hidden by an attention mask, and positions count real tokens only,
+so a row's continuation does not depend on the other rows in its batch.
+"""
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """How the next token is chosen. temperature 0 (or do_sample=False) is greedy decoding."""
+    max_new_tokens: int = 64
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int = 0             # keep the k most likely tokens (0: all)
+    top_p: float = 1.0         # keep the smallest set of tokens whose probability reaches p
+    repetition_penalty: float = 1.0  # > 1 discourages tokens already in the text (CTRL's rule)
+    eos_token_id: int | None = None
+    stop: tuple = ()           # stop strings; the text is cut before them (needs `decode`)
+
+    def __post_init__(self):
+        if self.max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if self.repetition_penalty <= 0:
+            raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
+
+    @property
+    def greedy(self) -> bool:
+        return not self.do_sample or self.temperature == 0
+
+
+def apply_repetition_penalty(logits, seen, penalty: float):
+    """Divide positive (multiply negative) scores of the tokens in `seen` (batch, len) by `penalty`."""
+    if penalty == 1.0:
+        return logits
+    scores = logits.gather(-1, seen)
+    scores = torch.where(scores < 0, scores * penalty, scores / penalty)
+    return logits.scatter(-1, seen, scores)
+
+
+def top_k_filter(logits, k: int):
+    """Keep the k highest scores of each row; the rest become -inf."""
+    if k <= 0 or k >= logits.size(-1):
+        return logits
+    kth = logits.topk(k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def top_p_filter(logits, p: float):
+    """Nucleus sampling: keep the most likely tokens until their probability mass reaches p."""
+    if p >= 1.0:
+        return logits
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    probs = sorted_logits.softmax(-1)
+    before = probs.cumsum(-1) - probs  # mass of the tokens ranked above each one
+    remove = (before >= p).scatter(-1, order, before >= p)
+    return logits.masked_fill(remove, float("-inf"))
+
+
+def next_token(logits, options: SamplingOptions, seen, generator=None):
+    """Choose one token per row from the last position's logits (batch, vocab)."""
+    logits = apply_repetition_penalty(logits, seen, options.repetition_penalty)
+    if options.greedy:
+        return logits.argmax(-1)
+    logits = top_p_filter(top_k_filter(logits / options.temperature, options.top_k), options.top_p)
+    return torch.multinomial(logits.softmax(-1), 1, generator=generator).squeeze(-1)
+
+
+def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device=None):
+    """(ids, attention_mask) of shape (batch, longest); attention_mask is None when nothing is padded."""
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    longest = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), longest), pad_id, dtype=torch.long)
+    mask = torch.zeros(len(prompts), longest, dtype=torch.long)
+    for row, p in enumerate(prompts):
+        ids[row, longest - len(p):] = torch.as_tensor(list(p), dtype=torch.long)
+        mask[row, longest - len(p):] = 1
+    padded = bool((mask == 0).any())
+    return ids.to(device), (mask.to(device) if padded else None)
+
+
+def unpad(ids, attention_mask) -> list[list[int]]:
+    """Rows of a padded (batch, len) tensor — left or right padded — as lists of real tokens."""
+    if attention_mask is None:
+        return ids.tolist()
+    return [row[m.bool()].tolist() for row, m in zip(ids, attention_mask)]
+
+
+def _stopped_by_string(tokens, decode, stops) -> bool:
+    return bool(stops) and any(s in decode(tokens) for s in stops)
+
+
+def truncate_at_stop(text: str, stops) -> str:
+    """The text before the first stop string, if any occurs."""
+    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=len(text))
+    return text[:cut]
+
+
+@torch.inference_mode()
+def generate(model, prompts, options: SamplingOptions = SamplingOptions(), *, decode: Callable | None = None,
+             on_token: Callable | None = None, use_cache: bool = True, generator=None, pad_id: int = 0,
+             attention_mask=None) -> list[list[int]]:
+    """The new tokens of each prompt (a list of token-id lists, or a padded (batch, len) tensor with
+    its attention_mask). A row ends at eos (kept) or when a stop string appears in its text.
+    on_token(row, token_id) is called for every new token, in order, for streaming."""
+    if isinstance(prompts, torch.Tensor):
+        prompts = unpad(prompts, attention_mask)
+    if options.stop and decode is None:
+        raise ValueError("stop strings need a decode function")
+    device = next(model.parameters()).device
+    ids, mask = left_pad(prompts, pad_id, device)
+    batch, prompt_len = ids.shape
+    if prompt_len + options.max_new_tokens > model.config.n_positions:
+        raise ValueError(f"prompt of {prompt_len} tokens + {options.max_new_tokens} new tokens exceeds the "
+                         f"model's {model.config.n_positions} positions")
+    step = _Stepper(model, ids, mask, use_cache, prompt_len + options.max_new_tokens)
+    out = [[] for _ in range(batch)]
+    done = torch.zeros(batch, dtype=torch.bool, device=device)
+    logits = step.first()
+    for _ in range(options.max_new_tokens):
+        token = next_token(logits, options, step.seen(), generator).masked_fill(done, pad_id)
+        _record(token, done, out, options, decode, on_token)
+        if bool(done.all()):
+            break
+        logits = step.next(token)
+    return out
+
+
+def _record(token, done, out, options, decode, on_token):
+    for row, t in enumerate(token.tolist()):
+        if done[row]:
+            continue
+        out[row].append(t)
+        if on_token is not None:
+            on_token(row, t)
+        if t == options.eos_token_id or _stopped_by_string(out[row], decode, options.stop):
+            done[row] = True
+
+
+class _Stepper:
+    """Feeds the model: the prompt first, then one token per call (or the whole text, uncached)."""
+
+    def __init__(self, model, ids, mask, use_cache, max_len):
+        self.model, self.ids, self.mask = model, ids, mask
+        self.cache = model.new_cache(ids.size(0), max_len) if use_cache else None
+
+    def seen(self):
+        """The text so far, padding replaced by each row's newest token (for the repetition penalty)."""
+        return self.ids if self.mask is None else self.ids.masked_fill(self.mask == 0, 0) + \
+            (self.mask == 0) * self.ids[:, -1:]
+
+    def _positions(self):
+        if self.mask is None:
+            return None
+        return (self.mask.cumsum(-1) - 1).clamp(min=0)
+
+    def first(self):
+        return self.model(self.ids, cache=self.cache, attention_mask=self.mask,
+                          positions=self._positions(), last_only=True)[0][:, -1]
+
+    def next(self, token):
+        self.ids = torch.cat([self.ids, token[:, None]], dim=1)
+        if self.mask is not None:
+            self.mask = torch.cat([self.mask, self.mask.new_ones(self.mask.size(0), 1)], dim=1)
+        if self.cache is None:
+            return self.first()
+        positions = self._positions()
+        positions = None if positions is None else positions[:, -1:]
+        return self.model(token[:, None], cache=self.cache, attention_mask=self.mask,
+                          positions=positions, last_only=True)[0][:, -1]
