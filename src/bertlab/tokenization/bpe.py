@@ -1,0 +1,166 @@
+"""GPT-2's byte-level byte-pair encoding, and a character-level tokenizer for tiny demos.
+
+Text is split into words by GPT-2's pre-tokenization pattern, each word's UTF-8 bytes are written
+as printable stand-in characters (so every byte string is a string over 256 symbols and nothing is
+ever unknown), and the merges learned from a corpus are applied to each word in order of rank.
+The files are GPT-2's own: vocab.json (token -> id) and merges.txt (one merge a line, by rank).
+Encoding and decoding are ours; learning the merges uses the `tokenizers` library's trainer.
+"""
+import json
+import os
+from functools import lru_cache
+
+import regex
+
+from ..io import atomic_write_text
+
+EOT = "<|endoftext|>"
+# GPT-2's pre-tokenizer: English contractions, words with an optional leading space, numbers,
+# punctuation runs, and whitespace (a run of spaces before a word gives its last space to the word).
+PATTERN = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+
+
+@lru_cache(maxsize=1)
+def bytes_to_unicode() -> dict[int, str]:
+    """Byte -> printable character: printable Latin-1 bytes stand for themselves, the other 68
+    (control characters, space, soft hyphen...) are moved to code points 256 and up."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table, shifted = {}, 0
+    for b in range(256):
+        if b in printable:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + shifted)
+            shifted += 1
+    return table
+
+
+class ByteLevelBPETokenizer:
+    """encode(text) -> ids and decode(ids) -> text with a GPT-2 vocab.json/merges.txt pair."""
+
+    kind = "bpe"
+
+    def __init__(self, vocab: dict[str, int], merges: list[tuple[str, str]], special_tokens=(EOT,)):
+        self.vocab = dict(vocab)
+        self.inverse = {i: t for t, i in self.vocab.items()}
+        self.ranks = {pair: rank for rank, pair in enumerate(merges)}
+        self.merges = list(merges)
+        self.byte_encoder = bytes_to_unicode()
+        self.byte_decoder = {c: b for b, c in self.byte_encoder.items()}
+        missing = [c for c in self.byte_encoder.values() if c not in self.vocab]
+        if missing:
+            raise ValueError(f"vocab lacks {len(missing)} of the 256 byte symbols (e.g. {missing[0]!r}): "
+                             "not a byte-level BPE vocabulary")
+        self.special = {t: self.vocab[t] for t in special_tokens if t in self.vocab}
+        self._special_re = regex.compile("|".join(regex.escape(t) for t in self.special)) if self.special else None
+        self._cache: dict[str, list[int]] = {}
+
+    @property
+    def vocab_size(self) -> int:
+        return max(self.vocab.values()) + 1
+
+    @property
+    def eos_token_id(self):
+        return self.special.get(EOT)
+
+    def _bpe(self, word: str) -> list[int]:
+        """The ids of one pre-tokenized word (already in byte symbols), merging the best pair first."""
+        cached = self._cache.get(word)
+        if cached is not None:
+            return cached
+        parts = list(word)
+        while len(parts) > 1:
+            pairs = [(self.ranks.get(pair, float("inf")), i) for i, pair in enumerate(zip(parts, parts[1:]))]
+            rank, _ = min(pairs)
+            if rank == float("inf"):
+                break
+            first, second = self.merges[rank]
+            merged, i = [], 0
+            while i < len(parts):  # merge every occurrence of the pair, left to right
+                if i < len(parts) - 1 and parts[i] == first and parts[i + 1] == second:
+                    merged.append(first + second)
+                    i += 2
+                else:
+                    merged.append(parts[i])
+                    i += 1
+            parts = merged
+        ids = [self.vocab[p] for p in parts]
+        if len(self._cache) < 200_000:
+            self._cache[word] = ids
+        return ids
+
+    def _encode_ordinary(self, text: str) -> list[int]:
+        ids = []
+        for word in PATTERN.findall(text):
+            ids.extend(self._bpe("".join(self.byte_encoder[b] for b in word.encode("utf-8"))))
+        return ids
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids; special tokens written in the text (<|endoftext|>) become their own id."""
+        if self._special_re is None:
+            return self._encode_ordinary(text)
+        ids, start = [], 0
+        for m in self._special_re.finditer(text):
+            ids += self._encode_ordinary(text[start:m.start()])
+            ids.append(self.special[m.group()])
+            start = m.end()
+        return ids + self._encode_ordinary(text[start:])
+
+    def decode(self, ids) -> str:
+        """Text of the ids; a multi-byte character cut in half becomes U+FFFD, as in GPT-2."""
+        data = bytearray()
+        for i in ids:
+            token = self.inverse.get(int(i))
+            if token is None:
+                raise ValueError(f"token id {i} is not in the vocabulary of {self.vocab_size}")
+            if token in self.special:
+                data += token.encode("utf-8")
+            else:
+                data += bytes(self.byte_decoder[c] for c in token)
+        return data.decode("utf-8", errors="replace")
+
+    @classmethod
+    def from_files(cls, vocab_file, merges_file) -> "ByteLevelBPETokenizer":
+        try:
+            with open(vocab_file, encoding="utf-8") as f:
+                vocab = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{vocab_file}: not valid JSON ({e})") from None
+        return cls(vocab, read_merges(merges_file))
+
+    @classmethod
+    def from_folder(cls, folder) -> "ByteLevelBPETokenizer":
+        return cls.from_files(os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt"))
+
+    def save(self, folder):
+        """vocab.json and merges.txt in GPT-2's format, each written atomically."""
+        atomic_write_text(os.path.join(folder, "vocab.json"), json.dumps(self.vocab, ensure_ascii=False) + "\n")
+        atomic_write_text(os.path.join(folder, "merges.txt"),
+                          "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in self.merges))
+
+    @classmethod
+    def train(cls, texts, vocab_size: int = 8000, min_frequency: int = 2, show_progress=False):
+        """Learn merges from an iterable of strings with the `tokenizers` library's BPE trainer
+        (GPT-2 pre-tokenization, all 256 bytes in the initial alphabet, <|endoftext|> special)."""
+        from tokenizers import ByteLevelBPETokenizer as Trainer
+        trainer = Trainer(add_prefix_space=False)
+        trainer.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=min_frequency,
+                                    special_tokens=[EOT], show_progress=show_progress)
+        model = json.loads(trainer._tokenizer.to_str())["model"]
+        merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+        return cls(model["vocab"], merges)
+
+
+def read_merges(path) -> list[tuple[str, str]]:
+    """merges.txt: an optional '#version' line, then 'left right' per line, best first."""
+    merges = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if not line or (number == 1 and line.startswith("#version")):
+                continue
+            parts = line.split(" ")
+            if len(parts) != 2:
+                raise ValueError(f"{path}:{number}: expected two symbols separated by one space, got {line!r}")
+            merges.append((parts[0], parts[1]))
+    return merges
