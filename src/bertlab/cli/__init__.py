@@ -4,8 +4,9 @@ import argparse
 import sys
 
 from . import embed, similar, tokenize
+from . import generate, gpt_train
 
-COMMANDS = [tokenize, embed, similar]
+COMMANDS = [tokenize, embed, similar, gpt_train, generate]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,140 @@
+"""bertlab gpt-train: train a GPT language model on text files."""
+import json
+import os
+import sys
+
+from ..models.gpt import PRESETS, GPTConfig
+
+EXAMPLE = """example:
+  bertlab gpt-train notes/*.txt --out runs/tiny --preset tiny --vocab-size 8000 --max-minutes 10
+  torchrun --nproc_per_node 2 -m bertlab gpt-train corpus.txt --out runs/ddp --max-steps 2000
+  bertlab gpt-train corpus.txt --out runs/tiny --resume      # continue exactly where it stopped
+
+OUT gets: tokenizer files, data/ (train.bin, val.bin, meta.json with the unigram baseline),
+checkpoint.pt (for --resume), model/ (HF GPT-2 format: config.json, model.safetensors, vocab.json,
+merges.txt), metrics.jsonl, curves.png, summary.json and samples.txt."""
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "gpt-train", help="train a GPT (decoder-only language model) on text files",
+        description="Train a GPT to predict the next token of UTF-8 text files. The text is tokenized "
+                    "once into a memory-mapped token file; training draws random contiguous blocks.",
+        epilog=EXAMPLE, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    p.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files")
+    p.add_argument("--out", required=True, metavar="DIR", help="run folder (created; reused by --resume)")
+    g = p.add_argument_group("tokenizer")
+    g.add_argument("--tokenizer", default="bpe", metavar="bpe|char|DIR",
+                   help="learn byte-level BPE from the files (default), use characters, or load "
+                        "vocab.json + merges.txt from DIR (e.g. GPT-2's own)")
+    g.add_argument("--vocab-size", type=int, default=8000, help="BPE vocabulary to learn (default 8000)")
+    g.add_argument("--val-fraction", type=float, default=0.05, help="share of lines held out (default 0.05)")
+    g = p.add_argument_group("model")
+    g.add_argument("--preset", default="tiny", choices=sorted(PRESETS),
+                   help="size: tiny (4 layers, 256 wide; default), gpt2 (124M), gpt2-medium, -large, -xl")
+    g.add_argument("--n-layer", type=int), g.add_argument("--n-embd", type=int), g.add_argument("--n-head", type=int)
+    g.add_argument("--dropout", type=float, default=0.0, help="residual/embedding/attention dropout (default 0)")
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--batch-size", type=int, default=16, help="sequences per micro-batch per process (16)")
+    g.add_argument("--block-size", type=int, default=256, help="tokens per sequence (256)")
+    g.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (1)")
+    g.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (1e-3)")
+    g.add_argument("--warmup", type=int, default=100, help="linear warmup steps (100)")
+    g.add_argument("--weight-decay", type=float, default=0.1)
+    g.add_argument("--max-steps", type=int, default=2000, help="optimizer steps; the cosine decays over these (2000)")
+    g.add_argument("--max-minutes", type=float, help="stop (saving a resumable checkpoint) after this much time")
+    g.add_argument("--eval-interval", type=int, default=200, help="steps between held-out evaluations (200)")
+    g.add_argument("--eval-tokens", type=int, default=100_000, help="held-out tokens evaluated (100000)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
+    g.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                   help="fp32 (default; this project's CPUs lack native bf16), bf16/fp16 autocast on GPUs")
+    g.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    p.set_defaults(run=run)
+
+
+def prepare(args, is_main=True):
+    """Tokenizer and token files in OUT, made once (by rank 0) and reused by --resume."""
+    from ..data.token_stream import prepare_token_files
+    from ..tokenization.bpe import ByteLevelBPETokenizer
+    from ..tokenization.char_level import CharTokenizer, load_gpt_tokenizer
+    tok_dir, data_dir = os.path.join(args.out, "tokenizer"), os.path.join(args.out, "data")
+    if os.path.exists(os.path.join(data_dir, "meta.json")):
+        return load_gpt_tokenizer(tok_dir), data_dir
+    if not is_main:
+        raise RuntimeError("rank 0 did not prepare the data")
+    from ..data.token_stream import read_corpus
+    if args.tokenizer == "bpe":
+        print(f"learning a {args.vocab_size}-token byte-level BPE from {len(args.files)} file(s)", file=sys.stderr)
+        tokenizer = ByteLevelBPETokenizer.train((line for lines in read_corpus(args.files) for line in lines),
+                                                args.vocab_size)
+    elif args.tokenizer == "char":
+        tokenizer = CharTokenizer.train(line for lines in read_corpus(args.files) for line in lines)
+    else:
+        tokenizer = load_gpt_tokenizer(args.tokenizer)
+    tokenizer.save(tok_dir)
+    meta = prepare_token_files(args.files, tokenizer, data_dir, args.val_fraction,
+                               {"tokenizer": tokenizer.kind})
+    print(f"{meta['train_tokens']:,} training and {meta['val_tokens']:,} held-out tokens; unigram held-out "
+          f"perplexity {meta['unigram_val_perplexity']:.1f}", file=sys.stderr)
+    return tokenizer, data_dir
+
+
+def model_config(args, vocab_size) -> GPTConfig:
+    sizes = {k: v for k, v in (("n_layer", args.n_layer), ("n_embd", args.n_embd), ("n_head", args.n_head)) if v}
+    drop = {"resid_pdrop": args.dropout, "embd_pdrop": args.dropout, "attn_pdrop": args.dropout}
+    return GPTConfig.preset(args.preset, vocab_size=vocab_size, n_positions=max(args.block_size, 1),
+                            bos_token_id=0, eos_token_id=0, **sizes, **drop)
+
+
+def run(args):
+    from ..training.distributed import barrier, setup_distributed
+    from ..training.lm_trainer import TrainSettings, train_gpt
+    from ..device import pick_device
+    for path in args.files:
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: no such file")
+    if args.resume and not os.path.exists(os.path.join(args.out, "checkpoint.pt")):
+        raise FileNotFoundError(f"{args.out}: no checkpoint.pt to --resume from")
+    info = setup_distributed(pick_device(args.device))
+    if info.is_main:
+        tokenizer, data_dir = prepare(args)
+    barrier(info)
+    if not info.is_main:
+        tokenizer, data_dir = prepare(args, is_main=False)
+    eos = getattr(tokenizer, "eos_token_id", None)
+    config = model_config(args, tokenizer.vocab_size)
+    if eos is not None:
+        config = GPTConfig.from_dict({**config.to_dict(hf=False), "bos_token_id": eos, "eos_token_id": eos})
+    settings = TrainSettings(
+        data=data_dir, out=args.out, model=config, batch_size=args.batch_size, block_size=args.block_size,
+        grad_accum=args.grad_accum, lr=args.lr, warmup=args.warmup, max_steps=args.max_steps,
+        max_minutes=args.max_minutes, weight_decay=args.weight_decay, eval_interval=args.eval_interval,
+        eval_tokens=args.eval_tokens, save_interval=args.eval_interval, seed=args.seed, device=args.device,
+        precision=args.precision, resume=args.resume, progress=sys.stderr.isatty() or None)
+    summary = train_gpt(settings)
+    model = summary.pop("model")
+    if info.is_main:
+        finish(args, model, tokenizer, summary, data_dir)
+
+
+def finish(args, model, tokenizer, summary, data_dir):
+    """Save the model in HF format, write a few samples, print the result."""
+    from ..inference.generate import SamplingOptions, generate
+    from ..interop.hf_gpt2 import save_pretrained
+    from ..io import atomic_write_text
+    save_pretrained(model.cpu(), os.path.join(args.out, "model"), tokenizer)
+    with open(os.path.join(data_dir, "meta.json"), encoding="utf-8") as f:
+        unigram = json.load(f)["unigram_val_perplexity"]
+    prompts = ["The ", "This program ", "You can "]
+    encoded = [tokenizer.encode(p) for p in prompts]
+    room = model.config.n_positions - max(len(e) for e in encoded)
+    options = SamplingOptions(max_new_tokens=min(80, room), do_sample=True, temperature=0.8, top_k=50)
+    import torch
+    outs = generate(model.eval(), encoded, options,
+                    generator=torch.Generator().manual_seed(0))
+    samples = "".join(f"--- prompt {p!r}\n{p}{tokenizer.decode(o)}\n" for p, o in zip(prompts, outs))
+    atomic_write_text(os.path.join(args.out, "samples.txt"), samples)
+    print(f"{summary['steps']} steps in {summary['seconds']:.0f} s ({summary['tokens_per_s']:,.0f} tokens/s); "
+          f"held-out perplexity {summary['val_perplexity']:.2f} vs unigram {unigram:.2f}\n"
+          f"model: {os.path.join(args.out, 'model')}\n{samples}", file=sys.stderr)

@@ -1,0 +1,137 @@
+"""Text files encoded once into a memory-mapped stream of token ids, and random contiguous blocks
+drawn from it for causal language modelling.
+
+    prepare_token_files([...txt], tokenizer, folder)   # train.bin, val.bin, meta.json
+    stream = TokenStream(folder + "/train.bin", block_size=256, seed=0)
+    x, y = stream.batch(16)                            # y is x shifted by one token
+
+Held-out text is taken in chunks of lines spread over the whole corpus (every k-th chunk), so it
+comes from the same mix of sources as the training text. Each DDP rank samples its own contiguous
+part of the stream; the sampler's generator state is the data position a checkpoint saves.
+"""
+import json
+import os
+from collections import Counter
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from ..io import atomic_write, atomic_write_text, read_lines
+
+CHUNK_LINES = 64  # lines per held-out/train unit
+
+
+def _dtype(vocab_size: int):
+    return np.uint16 if vocab_size <= 65536 else np.uint32
+
+
+def read_corpus(paths) -> list[list[str]]:
+    """The lines of each file; errors name the file (and the line, for bad UTF-8)."""
+    if not paths:
+        raise ValueError("no text files given")
+    out = []
+    for path in paths:
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"{path}: is a directory; give text files")
+        lines = [line for line in read_lines(path) if line.strip()]
+        if not lines:
+            raise ValueError(f"{path}: has no text (only blank lines)")
+        out.append(lines)
+    return out
+
+
+def split_lines(files: list[list[str]], val_fraction: float) -> tuple[list[str], list[str]]:
+    """(train lines, held-out lines): every k-th chunk of CHUNK_LINES lines is held out."""
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"val fraction must be in (0, 1), got {val_fraction}")
+    every = max(2, round(1 / val_fraction))
+    train, val = [], []
+    chunk = 0
+    for lines in files:
+        for start in range(0, len(lines), CHUNK_LINES):
+            (val if chunk % every == every - 1 else train).extend(lines[start:start + CHUNK_LINES])
+            chunk += 1
+    if not val:  # a tiny corpus: hold out its last chunk
+        cut = max(1, len(train) - CHUNK_LINES)
+        train, val = train[:cut], train[cut:] or train[-1:]
+    return train, val
+
+
+def encode_lines(lines: list[str], tokenizer, desc="encoding") -> np.ndarray:
+    """Token ids of the lines, each followed by its newline."""
+    dtype = _dtype(tokenizer.vocab_size)
+    pieces = [np.asarray(tokenizer.encode(line + "\n"), dtype=dtype)
+              for line in tqdm(lines, desc=desc, unit="lines", mininterval=1, disable=len(lines) < 20000)]
+    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
+
+
+def unigram_perplexity(train: np.ndarray, val: np.ndarray, vocab_size: int) -> float:
+    """Perplexity on held-out tokens of token frequencies counted on the training tokens (add-one
+    smoothed): the baseline a language model must beat by using context."""
+    counts = np.bincount(train, minlength=vocab_size).astype(np.float64) + 1.0
+    logp = np.log(counts / counts.sum())
+    return float(np.exp(-logp[val].mean()))
+
+
+def prepare_token_files(paths, tokenizer, folder, val_fraction: float = 0.05, extra_meta=None) -> dict:
+    """Write train.bin, val.bin and meta.json (token counts, dtype, unigram baseline) to `folder`."""
+    train_lines, val_lines = split_lines(read_corpus(paths), val_fraction)
+    train = encode_lines(train_lines, tokenizer, "encoding train")
+    val = encode_lines(val_lines, tokenizer, "encoding held-out")
+    os.makedirs(folder, exist_ok=True)
+    for name, tokens in (("train.bin", train), ("val.bin", val)):
+        atomic_write(os.path.join(folder, name), lambda f, t=tokens: f.write(t.tobytes()), mode="wb")
+    meta = {"dtype": np.dtype(train.dtype).name, "vocab_size": tokenizer.vocab_size,
+            "train_tokens": int(train.size), "val_tokens": int(val.size),
+            "train_lines": len(train_lines), "val_lines": len(val_lines),
+            "sources": [os.path.abspath(p) for p in paths], "val_fraction": val_fraction,
+            "unigram_val_perplexity": unigram_perplexity(train, val, tokenizer.vocab_size),
+            "top_tokens": Counter(train.tolist()).most_common(5), **(extra_meta or {})}
+    atomic_write_text(os.path.join(folder, "meta.json"), json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+def load_tokens(path) -> np.memmap:
+    with open(os.path.join(os.path.dirname(path), "meta.json"), encoding="utf-8") as f:
+        meta = json.load(f)
+    return np.memmap(path, dtype=np.dtype(meta["dtype"]), mode="r")
+
+
+class TokenStream:
+    """Random contiguous (block_size + 1)-token windows of a token file; rank r of w samples only
+    from the r-th of w equal parts, so data-parallel ranks see different text."""
+
+    def __init__(self, path, block_size: int, seed: int = 0, rank: int = 0, world_size: int = 1):
+        tokens = load_tokens(path)
+        part = len(tokens) // world_size
+        self.tokens = tokens[rank * part:(rank + 1) * part]
+        if len(self.tokens) <= block_size + 1:
+            raise ValueError(f"{path}: {len(self.tokens)} tokens per rank, fewer than a block of {block_size + 1}; "
+                             "use more text or a smaller --block-size")
+        self.block_size = block_size
+        self.generator = torch.Generator().manual_seed(seed * 1000 + rank)
+
+    def batch(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        starts = torch.randint(len(self.tokens) - self.block_size - 1, (batch_size,), generator=self.generator)
+        window = np.stack([self.tokens[s:s + self.block_size + 1] for s in starts.tolist()]).astype(np.int64)
+        window = torch.from_numpy(window)
+        return window[:, :-1], window[:, 1:]
+
+    def state_dict(self) -> dict:
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict):
+        self.generator.set_state(state["generator"])
+
+
+def eval_blocks(path, block_size: int, max_tokens: int | None = None):
+    """Consecutive non-overlapping (x, y) blocks covering the held-out file (or its first max_tokens)."""
+    tokens = load_tokens(path)
+    if max_tokens:
+        tokens = tokens[:max_tokens + 1]
+    n = (len(tokens) - 1) // block_size
+    if n == 0:
+        raise ValueError(f"{path}: {len(tokens)} held-out tokens, fewer than one block of {block_size + 1}")
+    data = torch.from_numpy(np.asarray(tokens[:n * block_size + 1], dtype=np.int64))
+    return data[:-1].view(n, block_size), data[1:].view(n, block_size)

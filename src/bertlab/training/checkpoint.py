@@ -1,0 +1,55 @@
+"""Training checkpoints that resume exactly: model, optimizer, scheduler, every random number
+generator and the data position, written atomically so a crash never leaves half a file."""
+import os
+import random
+
+import numpy as np
+import torch
+
+from ..io import atomic_write
+
+
+def rng_states() -> dict:
+    states = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict):
+    random.setstate(states["python"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def save_checkpoint(path, *, model, optimizer, scheduler, step: int, data_state, extra: dict | None = None):
+    """Everything needed to continue as if never stopped. `data_state` is the sampler's position."""
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+             "scheduler": scheduler.state_dict(), "step": step, "rng": rng_states(),
+             "data": data_state, "extra": extra or {}}
+    atomic_write(path, lambda f: torch.save(state, f), mode="wb")
+
+
+def read_checkpoint(path) -> dict:
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no checkpoint to resume from")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # a truncated or foreign file: say which
+        raise ValueError(f"{path}: not a readable bertlab checkpoint ({e})") from None
+
+
+def load_checkpoint(path, *, model, optimizer=None, scheduler=None, restore_rng=True, state=None) -> dict:
+    """Restore the states saved by save_checkpoint (read from `path` unless `state` is given);
+    returns the whole checkpoint dict."""
+    state = read_checkpoint(path) if state is None else state
+    model.load_state_dict(state["model"])
+    if optimizer is not None:
+        optimizer.load_state_dict(state["optimizer"])
+    if scheduler is not None:
+        scheduler.load_state_dict(state["scheduler"])
+    if restore_rng:
+        set_rng_states(state["rng"])
+    return state

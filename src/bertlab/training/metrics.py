@@ -1,0 +1,52 @@
+"""A JSONL metrics log (one object per line, flushed as written) and its PNG curves."""
+import json
+import os
+
+
+class MetricsLog:
+    """Append {"step": ..., "kind": ..., values...} records to a JSONL file; read them back."""
+
+    def __init__(self, path, enabled: bool = True):
+        self.path, self.enabled = path, enabled
+
+    def write(self, step: int, kind: str, **values):
+        if not self.enabled:
+            return
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"step": step, "kind": kind, **values}) + "\n")
+
+    def read(self) -> list[dict]:
+        if not os.path.exists(self.path):
+            return []
+        with open(self.path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def truncate_after(self, step: int):
+        """Drop records past `step` (written after the checkpoint a resumed run restarts from)."""
+        if self.enabled and os.path.exists(self.path):
+            from ..io import atomic_write_text
+            kept = [r for r in self.read() if r["step"] <= step]
+            atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+
+
+def plot_curves(records: list[dict], path, title: str = ""):
+    """Train loss, held-out loss and learning rate against step, as one PNG (written atomically)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..io import atomic_write
+    train = [r for r in records if r["kind"] == "train"]
+    val = [r for r in records if r["kind"] == "eval"]
+    fig, (ax_loss, ax_lr) = plt.subplots(1, 2, figsize=(11, 4))
+    ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss", lw=1)
+    if val:
+        ax_loss.plot([r["step"] for r in val], [r["loss"] for r in val], "o-", label="held-out loss")
+    ax_loss.set_xlabel("step"), ax_loss.set_ylabel("cross-entropy (nats/token)"), ax_loss.legend()
+    ax_lr.plot([r["step"] for r in train], [r["lr"] for r in train])
+    ax_lr.set_xlabel("step"), ax_lr.set_ylabel("learning rate")
+    fig.suptitle(title)
+    fig.tight_layout()
+    atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=100), mode="wb")
+    plt.close(fig)

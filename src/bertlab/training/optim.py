@@ -1,0 +1,22 @@
+"""AdamW with weight decay only where it regularises: matrices, not LayerNorm gains or biases."""
+import torch
+from torch import nn
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Two groups: weights of Linear/Embedding layers (decayed) and everything else (not decayed).
+    Tied parameters are listed once."""
+    decay, no_decay, seen = [], [], set()
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            if not p.requires_grad or id(p) in seen:
+                continue
+            seen.add(id(p))
+            is_matrix = name == "weight" and isinstance(module, (nn.Linear, nn.Embedding))
+            (decay if is_matrix else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def make_adamw(model: nn.Module, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.95), eps=1e-8):
+    """GPT-3's AdamW settings by default; the fused CPU/GPU kernel where torch has one."""
+    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=betas, eps=eps)
