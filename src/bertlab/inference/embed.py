@@ -47,7 +47,7 @@ def pool(out, attention_mask, pooling: str):
 
 
 @torch.inference_mode()
-def embed_ids(model, sequences, pooling="mean", normalize=False, batch_size=64, max_tokens=4096,
+def embed_ids(model, sequences, pooling="mean", normalize=False, batch_size=64, max_tokens=2048,
               dtype=None, progress=False, pad_id=0):
     """Embed token-id sequences (with [CLS]/[SEP] already added); rows come back in input order.
 
