@@ -109,10 +109,21 @@ class MultiHeadAttention(nn.Module):
     def fused_qkv(self, x):
         """Self-attention's three projections as one matmul against the stacked weights: one large
         GEMM instead of three runs 15-35% faster on a CPU for BERT-sized inputs (measured)."""
-        weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])
-        bias = None if self.query.bias is None else torch.cat([self.query.bias, self.key.bias, self.value.bias])
+        weight, bias = self.stacked_qkv()
         qkv = F.linear(x, weight, bias).view(x.size(0), x.size(1), 3, self.num_heads, self.d_head)
         return qkv.permute(2, 0, 3, 1, 4).unbind(0)
+
+    def stacked_qkv(self):
+        """[W_q; W_k; W_v] and their biases. Without autograd the stack is kept until a weight
+        changes: restacking every batch cost 8% of inference time (fresh pages on every call)."""
+        params = [self.query.weight, self.key.weight, self.value.weight]
+        params += [] if self.query.bias is None else [self.query.bias, self.key.bias, self.value.bias]
+        if torch.is_grad_enabled():
+            return torch.cat(params[:3]), torch.cat(params[3:]) if len(params) > 3 else None
+        stamp = [(p._version, p.data_ptr(), p.device, p.dtype) for p in params]
+        if getattr(self, "_stacked", None) is None or self._stacked[0] != stamp:
+            self._stacked = (stamp, torch.cat(params[:3]), torch.cat(params[3:]) if len(params) > 3 else None)
+        return self._stacked[1], self._stacked[2]
 
         if memory is None and cache is None:
             q, k, v = self.fused_qkv(x)
