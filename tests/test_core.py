@@ -132,3 +132,20 @@ def test_kv_cache_reorder_for_beam_search():
     ref = block.new_cache()
     block(y[[2, 2, 0]], self_mask=causal_mask(2), cache=ref)
     torch.testing.assert_close(step, block(y[[2, 2, 0], 1:2] * 0 + 1, cache=ref)[0])
+
+
+def test_fused_qkv_equals_separate_projections_and_follows_weight_changes():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, 5, 16)
+    separate = [mha.split_heads(proj(x)) for proj in (mha.query, mha.key, mha.value)]
+    with torch.inference_mode():
+        for fused, ref in zip(mha.fused_qkv(x), separate):
+            torch.testing.assert_close(fused, ref)
+        before = mha(x)[0]
+    with torch.no_grad():
+        mha.value.weight.mul_(2)  # an optimizer step or a checkpoint load
+    with torch.inference_mode():
+        after = mha(x)[0]
+    assert (after - before).abs().max() > 1e-3
+    torch.testing.assert_close(after, mha(x)[0].detach())  # the autograd path agrees
