@@ -11,7 +11,7 @@ def atomic_write(path, write_fn, mode="w", encoding="utf-8"):
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
     try:
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": encoding})) as f:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": encoding, "newline": "\n"})) as f:
             write_fn(f)
             f.flush()
             os.fsync(f.fileno())

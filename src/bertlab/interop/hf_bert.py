@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..io import atomic_write, atomic_write_text
-from ..models import BertConfig, BertModel
+from ..models import BertModel
 
 # (ours, HF) — `{i}` is a layer index. Everything not listed keeps its name.
 # Prefixes: heads-models (ours and HF's) keep the encoder under `bert.`; a bare BertModel has none.

@@ -1,7 +1,6 @@
 """BertConfig: the hyper-parameters of bert_config.json / HF config.json, as a frozen dataclass."""
 import dataclasses
 import json
-import os
 from dataclasses import dataclass
 
 

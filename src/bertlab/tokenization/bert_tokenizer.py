@@ -20,6 +20,7 @@ from .basic import BasicTokenizer
 from .encoding import PADDING, BatchEncoding, Encoding, Offset, pad_batch, truncate_seq_pair
 from .vocab import CLS, MASK, PAD, SEP, UNK, Vocab
 from .wordpiece import WordpieceTokenizer
+from ..io import atomic_write_text
 
 VOCAB_FILE, CONFIG_FILE = "vocab.txt", "tokenizer_config.json"
 
@@ -69,9 +70,7 @@ class BertTokenizer:
         config = folder / CONFIG_FILE
         settings = json.loads(config.read_text(encoding="utf-8")) if config.exists() else {}
         settings["do_lower_case"] = self.do_lower_case
-        tmp = config.with_name(f".{CONFIG_FILE}.tmp")
-        tmp.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, config)
+        atomic_write_text(config, json.dumps(settings, indent=2) + "\n")
 
     @property
     def vocab(self) -> Vocab:

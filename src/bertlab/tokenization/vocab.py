@@ -9,9 +9,10 @@ first and shifts every later id) or bytes that are not UTF-8 (google drops them)
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+from ..io import atomic_write
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 
@@ -65,18 +66,7 @@ class Vocab:
             if token != token.strip() or "\n" in token:
                 raise ValueError(f"token {i} ({token!r}) would not survive a round trip through "
                                  "vocab.txt (leading/trailing whitespace or a newline)")
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-                f.write("".join(token + "\n" for token in self.id_to_token))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write(path, lambda f: f.write("".join(token + "\n" for token in self.id_to_token)))
 
     def special_id(self, token: str, needed_for: str) -> int:
         """The id of a special token, or a ValueError saying which file lacks it and why it is needed."""
