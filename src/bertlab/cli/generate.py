@@ -30,6 +30,9 @@ def add_parser(subparsers):
     p.add_argument("--batch-size", type=int, default=8, help="prompts per batch with --prompts (8)")
     p.add_argument("--seed", type=int, default=0, help="random seed for sampling (0)")
     p.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
+    p.add_argument("--no-prepack", action="store_true",
+                   help="do not prepack the weights for MKL (saves memory equal to the model's size, "
+                        "decoding steps are slower)")
     p.set_defaults(run=run)
 
 
@@ -95,11 +98,13 @@ def run(args):
     if len(encoded) == 1:
         streamer = _Streamer(tokenizer, options.stop)
         sys.stdout.write(prompts[0])
-        generate(model, encoded, options, decode=tokenizer.decode, on_token=streamer, generator=gen)
+        generate(model, encoded, options, decode=tokenizer.decode, on_token=streamer, generator=gen,
+                 prepack=not args.no_prepack)
         streamer.finish()
         return 0
     for start in range(0, len(encoded), args.batch_size):
-        outs = generate(model, encoded[start:start + args.batch_size], options, decode=tokenizer.decode, generator=gen)
+        outs = generate(model, encoded[start:start + args.batch_size], options, decode=tokenizer.decode,
+                        generator=gen, prepack=not args.no_prepack)
         for prompt, out in zip(prompts[start:], outs):
             text = truncate_at_stop(tokenizer.decode(out), options.stop)
             sys.stdout.write(prompt + text.replace("\n", "\\n") + "\n")

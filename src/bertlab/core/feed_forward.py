@@ -2,6 +2,8 @@
 import torch.nn.functional as F
 from torch import nn
 
+from .linear import Linear
+
 ACTIVATIONS = {
     "relu": F.relu,
     "gelu": F.gelu,  # exact erf GELU, as BERT's checkpoints were trained with
@@ -20,8 +22,8 @@ def activation(name: str):
 class PositionwiseFeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, act: str = "gelu", dropout: float = 0.0):
         super().__init__()
-        self.intermediate = nn.Linear(d_model, d_ff)
-        self.output = nn.Linear(d_ff, d_model)
+        self.intermediate = Linear(d_model, d_ff)
+        self.output = Linear(d_ff, d_model)
         self.act = activation(act)
         self.dropout = nn.Dropout(dropout)
 

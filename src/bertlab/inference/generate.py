@@ -110,10 +110,14 @@ def truncate_at_stop(text: str, stops) -> str:
 @torch.inference_mode()
 def generate(model, prompts, options: SamplingOptions = SamplingOptions(), *, decode: Callable | None = None,
              on_token: Callable | None = None, use_cache: bool = True, generator=None, pad_id: int = 0,
-             attention_mask=None) -> list[list[int]]:
+             attention_mask=None, prepack: bool = True) -> list[list[int]]:
     """The new tokens of each prompt (a list of token-id lists, or a padded (batch, len) tensor with
     its attention_mask). A row ends at eos (kept) or when a stop string appears in its text.
-    on_token(row, token_id) is called for every new token, in order, for streaming."""
+    on_token(row, token_id) is called for every new token, in order, for streaming.
+
+    prepack: let the model prepack its weights for this batch size (GPT.pack_for_decoding: faster
+    steps on MKL CPUs; the packed copy, as large as the weights, stays until model.unpack() or a
+    weight change, so the next call with the same batch size pays nothing)."""
     if isinstance(prompts, torch.Tensor):
         prompts = unpad(prompts, attention_mask)
     if options.stop and decode is None:
@@ -128,6 +132,8 @@ def generate(model, prompts, options: SamplingOptions = SamplingOptions(), *, de
     out = [[] for _ in range(batch)]
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     logits = step.first()
+    if prepack and use_cache and hasattr(model, "pack_for_decoding"):
+        model.pack_for_decoding(batch)  # every later call feeds `batch` rows; kept for the next call
     for _ in range(options.max_new_tokens):
         token = next_token(logits, options, step.seen(), generator).masked_fill(done, pad_id)
         _record(token, done, out, options, decode, on_token)

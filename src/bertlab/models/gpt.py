@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..core import DecoderBlock, PreallocatedKVCache, causal_mask
+from ..core import linear as packing
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,22 @@ class GPT(nn.Module):
         max_len = max_len or self.config.n_positions
         return [{"self": PreallocatedKVCache(max_len), "cross": None} for _ in self.h]
 
+    _packed_head = None
+
+    def pack_for_decoding(self, batch_size: int):
+        """Prepack the weights for `batch_size`-row decoding steps (core.linear: ~2x faster steps
+        on MKL CPUs at batch 8, at the cost of a second copy of the weights until `unpack`)."""
+        head = self._packed_head
+        if head is not None and head.rows == batch_size and head.stamp == packing._stamp(self.wte.weight):
+            return  # packed for this batch size and still current
+        packing.pack_for_rows(self, batch_size)
+        if packing.can_pack(self.wte.weight):
+            self._packed_head = packing.PackedWeight(self.wte.weight, batch_size)
+
+    def unpack(self):
+        packing.unpack(self)
+        self._packed_head = None
+
     def hidden_states(self, idx, cache=None, attention_mask=None, positions=None):
         """The final LayerNorm's output (batch, len, n_embd) for token ids `idx` (batch, len).
 
@@ -154,7 +171,7 @@ class GPT(nn.Module):
         x = self.hidden_states(idx, cache, attention_mask, positions)
         if last_only:
             x = x[:, -1:]
-        logits = F.linear(x, self.wte.weight)  # output layer tied to the token embeddings
+        logits = packing.linear(x, self.wte.weight, None, self._packed_head)  # tied to the embeddings
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100)

@@ -131,6 +131,8 @@ class _Run:
         torch.manual_seed(s.seed + 1 + self.info.rank)  # dropout differs per rank
         if s.resume and os.path.exists(self.ckpt):
             self._restore()
+        else:
+            self.log.truncate_after(-1)  # a fresh run in a used folder starts a fresh log
         self.net = self.model
         if self.info.enabled:
             from torch.nn.parallel import DistributedDataParallel
@@ -209,7 +211,7 @@ def train_gpt(s: TrainSettings) -> dict:
     summary = {"steps": run.step, "stopped_by_time": stopped_early, "seconds": round(time.time() - start, 1),
                "tokens_per_step": tokens_per_step, "train_tokens_seen": run.step * tokens_per_step,
                "tokens_per_s": round((run.step - first_step) * tokens_per_step / max(time.time() - start, 1e-9), 1),
-               "last_train_loss": loss, "val_loss": val_loss, "val_perplexity": math.exp(val_loss),
+               "last_train_loss": None if math.isnan(loss) else loss, "val_loss": val_loss, "val_perplexity": math.exp(val_loss),
                "parameters": run.model.num_parameters(), "world_size": info.world_size}
     if info.is_main:
         from ..io import atomic_write_text
