@@ -23,9 +23,12 @@ def test_train_writes_everything(trained):
         assert (trained / name).exists(), name
 
 
-def test_resume_continues_to_more_steps(trained, capsys):
+def test_existing_run_needs_resume_or_overwrite(trained, capsys):
     assert main(["gpt-train", str(trained / "unused.txt"), "--out", str(trained), "--resume"]) == 2
     assert "no such file" in capsys.readouterr().err
+    corpus = str(trained.parent / "corpus.txt")
+    assert main(["gpt-train", corpus, "--out", str(trained), "--tokenizer", "char"]) == 2
+    assert "pass --resume to continue it or --overwrite" in capsys.readouterr().err
 
 
 def test_generate_greedy_streams_and_stops(trained, capsys):

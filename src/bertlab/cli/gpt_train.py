@@ -50,6 +50,8 @@ def add_parser(subparsers):
     g.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                    help="fp32 (default; this project's CPUs lack native bf16), bf16/fp16 autocast on GPUs")
     g.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    g.add_argument("--overwrite", action="store_true",
+                   help="start afresh in an OUT that holds a checkpoint (its checkpoint and log are replaced)")
     p.set_defaults(run=run)
 
 
@@ -94,8 +96,12 @@ def run(args):
     for path in args.files:
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")
-    if args.resume and not os.path.exists(os.path.join(args.out, "checkpoint.pt")):
+    has_checkpoint = os.path.exists(os.path.join(args.out, "checkpoint.pt"))
+    if args.resume and not has_checkpoint:
         raise FileNotFoundError(f"{args.out}: no checkpoint.pt to --resume from")
+    if has_checkpoint and not (args.resume or args.overwrite):
+        raise ValueError(f"{args.out} holds a training checkpoint: pass --resume to continue it or "
+                         "--overwrite to start again (replacing it)")
     info = setup_distributed(pick_device(args.device))
     if info.is_main:
         tokenizer, data_dir = prepare(args)
