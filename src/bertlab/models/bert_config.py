@@ -1,11 +1,12 @@
 """BertConfig: the hyper-parameters of bert_config.json / HF config.json, as a frozen dataclass."""
 import dataclasses
-import json
 from dataclasses import dataclass
+
+from .config import JsonConfig
 
 
 @dataclass(frozen=True)
-class BertConfig:
+class BertConfig(JsonConfig):
     vocab_size: int = 30522
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -36,12 +37,6 @@ class BertConfig:
         return cls(**{"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
                       "intermediate_size": 4096, **overrides})
 
-    @classmethod
-    def from_dict(cls, d: dict) -> "BertConfig":
-        """Accepts bert_config.json and HF config.json alike; keys neither of them needs are ignored."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
     def to_dict(self, hf: bool = True) -> dict:
         d = dataclasses.asdict(self)
         if hf:
@@ -49,15 +44,3 @@ class BertConfig:
         else:  # google-research/bert's bert_config.json has no eps or pad id
             d.pop("layer_norm_eps"), d.pop("pad_token_id")
         return d
-
-    @classmethod
-    def from_json_file(cls, path) -> "BertConfig":
-        try:
-            with open(path, encoding="utf-8") as f:
-                return cls.from_dict(json.load(f))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
-
-    def to_json_file(self, path, hf: bool = True, **extra):
-        from ..io import atomic_write_text
-        atomic_write_text(path, json.dumps({**self.to_dict(hf), **extra}, indent=2, sort_keys=True) + "\n")

@@ -5,7 +5,6 @@ token and position embeddings, a final LayerNorm, and an output layer that share
 the token embeddings. Trained to predict token t+1 from tokens 0..t; sampled one token at a time.
 """
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 
@@ -13,12 +12,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .config import JsonConfig
 from ..core import DecoderBlock, PreallocatedKVCache, causal_mask
 from ..core import linear as packing
 
 
 @dataclass(frozen=True)
-class GPTConfig:
+class GPTConfig(JsonConfig):
     """GPT-2's hyper-parameters under the field names of HF's GPT-2 config.json."""
     vocab_size: int = 50257
     n_positions: int = 1024
@@ -49,12 +49,6 @@ class GPTConfig:
             raise ValueError(f"unknown GPT preset {name!r}; choose one of {sorted(PRESETS)}")
         return cls(**{**PRESETS[name], **overrides})
 
-    @classmethod
-    def from_dict(cls, d: dict) -> "GPTConfig":
-        """Accepts HF GPT-2 config.json; keys the model does not need are ignored."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
     def to_dict(self, hf: bool = True) -> dict:
         d = dataclasses.asdict(self)
         if hf:
@@ -62,13 +56,6 @@ class GPTConfig:
                      tie_word_embeddings=True, scale_attn_weights=True)
         return d
 
-    @classmethod
-    def from_json_file(cls, path) -> "GPTConfig":
-        try:
-            with open(path, encoding="utf-8") as f:
-                return cls.from_dict(json.load(f))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
 
 
 # The four sizes of the GPT-2 paper (parameter counts with the tied 50257-token output layer),

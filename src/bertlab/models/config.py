@@ -1,0 +1,26 @@
+"""What every model config shares: a frozen dataclass whose field names are the checkpoint's own
+config.json keys, read leniently (unknown keys ignored) and written atomically."""
+import dataclasses
+import json
+
+
+class JsonConfig:
+    @classmethod
+    def from_dict(cls, d: dict):
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def to_dict(self, hf: bool = True) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json_file(cls, path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                return cls.from_dict(json.load(f))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON ({e})") from None
+
+    def to_json_file(self, path, hf: bool = True, **extra):
+        from ..io import atomic_write_text
+        atomic_write_text(path, json.dumps({**self.to_dict(hf), **extra}, indent=2, sort_keys=True) + "\n")
