@@ -160,18 +160,22 @@ HF_ARCHITECTURES = {"BertModel": "BertModel", "BertForPreTraining": "BertForPreT
 def save_pretrained(model, folder, tokenizer=None, extra_config: dict | None = None):
     """Write config.json, model.safetensors and (with a tokenizer) vocab.txt + tokenizer_config.json,
     each atomically, in the layout HF transformers loads with no missing or unexpected keys."""
-    from safetensors.torch import save
-    os.makedirs(folder, exist_ok=True)
     config = model.config.to_dict(hf=True)
     config["architectures"] = [HF_ARCHITECTURES.get(type(model).__name__, "BertModel")]
     if getattr(model, "num_labels", None):
         config["id2label"] = {str(i): f"LABEL_{i}" for i in range(model.num_labels)}
         config["label2id"] = {v: int(k) for k, v in config["id2label"].items()}
     config.update(extra_config or {})
-    atomic_write_text(os.path.join(folder, "config.json"), json.dumps(config, indent=2, sort_keys=True) + "\n")
-    tensors = hf_state_dict(model)
-    atomic_write(os.path.join(folder, "model.safetensors"),
-                 lambda f: f.write(save(tensors, metadata={"format": "pt"})), mode="wb")
+    write_hf_folder(folder, config, hf_state_dict(model))
     if tokenizer is not None:
         tokenizer.save_pretrained(folder)
+
+
+def write_hf_folder(folder, config: dict, tensors: dict):
+    """config.json + model.safetensors, each written atomically: the HF layout every model shares."""
+    from safetensors.torch import save
+    os.makedirs(folder, exist_ok=True)
+    atomic_write_text(os.path.join(folder, "config.json"), json.dumps(config, indent=2, sort_keys=True) + "\n")
+    atomic_write(os.path.join(folder, "model.safetensors"),
+                 lambda f: f.write(save(tensors, metadata={"format": "pt"})), mode="wb")
 

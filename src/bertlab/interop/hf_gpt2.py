@@ -4,15 +4,13 @@ GPT-2 stores its linear layers as `Conv1D`, whose weight is (in, out) — the tr
 nn.Linear's — and fuses the query, key and value projections into one `c_attn`. One table maps
 our names to HF's and says how each tensor is converted; both directions read the same table.
 """
-import json
 import os
 import re
 
 import torch
 
-from ..io import atomic_write, atomic_write_text
 from ..models.gpt import GPT, GPTConfig
-from .hf_bert import LoadReport, read_state_dict
+from .hf_bert import LoadReport, read_state_dict, write_hf_folder
 
 # (ours, HF, how): "same" copies, "conv1d" transposes, "qkv" splits/fuses c_attn.
 # `{i}` is a layer index; our query/key/value weights and biases become one c_attn tensor.
@@ -130,12 +128,6 @@ def load_gpt2(folder, map_location="cpu") -> tuple[GPT, LoadReport]:
 def save_pretrained(model: GPT, folder, tokenizer=None, extra_config: dict | None = None):
     """Write config.json and model.safetensors (and the tokenizer's files), each atomically, in the
     layout HF's GPT2LMHeadModel.from_pretrained loads with no missing or unexpected keys."""
-    from safetensors.torch import save
-    os.makedirs(folder, exist_ok=True)
-    config = {**model.config.to_dict(hf=True), **(extra_config or {})}
-    atomic_write_text(os.path.join(folder, "config.json"), json.dumps(config, indent=2, sort_keys=True) + "\n")
-    tensors = hf_state_dict(model)
-    atomic_write(os.path.join(folder, "model.safetensors"),
-                 lambda f: f.write(save(tensors, metadata={"format": "pt"})), mode="wb")
+    write_hf_folder(folder, {**model.config.to_dict(hf=True), **(extra_config or {})}, hf_state_dict(model))
     if tokenizer is not None:
         tokenizer.save(folder)
