@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from bertlab.inference import embed_texts
-from bertlab.inference.embed import pad_batch
+from bertlab.inference.embed import padded_tensors
 
 transformers = pytest.importorskip("transformers")
 
@@ -28,7 +28,7 @@ def test_sequence_and_pooled_output_equal_hf(real_sentences, minilm, hf_model):
     ids = sorted((s[:512] for s in tokenizer.tokenize_ids_batch(real_sentences)), key=len)
     worst_seq = worst_pool = 0.0
     for start in range(0, len(ids), 16):  # padded batches: 1 to 15 padding positions per row
-        input_ids, mask = pad_batch(ids[start : start + 16])
+        input_ids, mask = padded_tensors(ids[start : start + 16])
         ours = model(input_ids, attention_mask=mask)
         theirs = hf_model(input_ids=input_ids, attention_mask=mask, token_type_ids=torch.zeros_like(input_ids))
         real = mask.bool()
@@ -40,7 +40,7 @@ def test_sequence_and_pooled_output_equal_hf(real_sentences, minilm, hf_model):
 @torch.inference_mode()
 def test_hidden_states_and_attentions_equal_hf(real_sentences, minilm, hf_model):
     model, tokenizer = minilm
-    input_ids, mask = pad_batch(tokenizer.tokenize_ids_batch(real_sentences[100:104]))
+    input_ids, mask = padded_tensors(tokenizer.tokenize_ids_batch(real_sentences[100:104]))
     ours = model(input_ids, attention_mask=mask, output_hidden_states=True, output_attentions=True)
     hf_eager = transformers.BertModel.from_pretrained(hf_model.name_or_path, attn_implementation="eager").eval()
     theirs = hf_eager(input_ids=input_ids, attention_mask=mask, output_hidden_states=True, output_attentions=True)
@@ -66,7 +66,7 @@ def test_padding_invariance(real_sentences, minilm):
     model, tokenizer = minilm
     short, long = tokenizer.tokenize_ids_batch([real_sentences[3], real_sentences[-1]])
     alone = model(torch.tensor([short]))
-    input_ids, mask = pad_batch([short, long])
+    input_ids, mask = padded_tensors([short, long])
     batched = model(input_ids, attention_mask=mask)
     torch.testing.assert_close(batched.sequence_output[0, : len(short)], alone.sequence_output[0], atol=1e-5, rtol=0)
     torch.testing.assert_close(batched.pooled_output[0], alone.pooled_output[0], atol=1e-5, rtol=0)

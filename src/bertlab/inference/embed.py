@@ -24,7 +24,7 @@ def length_sorted_batches(lengths, batch_size: int, max_tokens: int):
         yield batch
 
 
-def pad_batch(sequences, pad_id: int = 0):
+def padded_tensors(sequences, pad_id: int = 0):
     """List of id lists -> (input_ids, attention_mask) LongTensors padded on the right."""
     width = max(len(s) for s in sequences)
     ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
@@ -61,7 +61,7 @@ def embed_ids(model, sequences, pooling="mean", normalize=False, batch_size=64, 
     result = np.zeros((len(sequences), model.config.hidden_size), dtype=np.float32)
     bar = tqdm(total=len(sequences), unit="text", disable=not progress, desc="embed")
     for batch in length_sorted_batches(lengths, batch_size, max_tokens):
-        ids, mask = pad_batch([sequences[i] for i in batch], pad_id)
+        ids, mask = padded_tensors([sequences[i] for i in batch], pad_id)
         ids, mask = ids.to(device), mask.to(device)
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             out = model(ids, attention_mask=mask)

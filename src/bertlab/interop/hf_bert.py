@@ -153,15 +153,16 @@ def hf_state_dict(model) -> dict:
     return out
 
 
-HF_ARCHITECTURES = {"BertModel": "BertModel", "BertForPreTraining": "BertForPreTraining",
-                    "BertForSequenceClassification": "BertForSequenceClassification"}
+# Our model classes carry HF's class names, so the architecture is the class name.
+HF_ARCHITECTURES = ("BertModel", "BertForPreTraining", "BertForSequenceClassification")
 
 
 def save_pretrained(model, folder, tokenizer=None, extra_config: dict | None = None):
     """Write config.json, model.safetensors and (with a tokenizer) vocab.txt + tokenizer_config.json,
     each atomically, in the layout HF transformers loads with no missing or unexpected keys."""
     config = model.config.to_dict(hf=True)
-    config["architectures"] = [HF_ARCHITECTURES.get(type(model).__name__, "BertModel")]
+    name = type(model).__name__
+    config["architectures"] = [name if name in HF_ARCHITECTURES else "BertModel"]
     if getattr(model, "num_labels", None):
         config["id2label"] = {str(i): f"LABEL_{i}" for i in range(model.num_labels)}
         config["label2id"] = {v: int(k) for k, v in config["id2label"].items()}
