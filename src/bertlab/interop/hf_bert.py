@@ -154,7 +154,8 @@ def hf_state_dict(model) -> dict:
 
 
 # Our model classes carry HF's class names, so the architecture is the class name.
-HF_ARCHITECTURES = ("BertModel", "BertForPreTraining", "BertForSequenceClassification")
+HF_ARCHITECTURES = ("BertModel", "BertForPreTraining", "BertForSequenceClassification", "BertForTokenClassification",
+                    "BertForQuestionAnswering", "BertForMultipleChoice")
 
 
 def save_pretrained(model, folder, tokenizer=None, extra_config: dict | None = None):

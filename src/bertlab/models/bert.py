@@ -152,20 +152,3 @@ class BertForPreTraining(nn.Module):
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, masked_lm_positions=None):
         out = self.bert(input_ids, token_type_ids, attention_mask)
         return self.mlm(out.sequence_output, masked_lm_positions), self.nsp(out.pooled_output)
-
-
-class BertForSequenceClassification(nn.Module):
-    """[CLS] pooled output -> dropout -> linear: one logit per label (one for regression)."""
-
-    def __init__(self, config: BertConfig, num_labels: int = 2, init_weights: bool = True):
-        super().__init__()
-        self.config, self.num_labels = config, num_labels
-        self.bert = BertModel(config, init_weights)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        if init_weights:
-            self.classifier.apply(self.bert._init_weights)
-
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
-        out = self.bert(input_ids, token_type_ids, attention_mask)
-        return self.classifier(self.dropout(out.pooled_output))

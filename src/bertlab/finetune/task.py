@@ -1,0 +1,102 @@
+"""The one fine-tuning pipeline, as run_classifier.py / run_squad.py lay it out:
+
+    examples (read from files) -> features (token ids + targets) -> model -> outputs -> metrics
+
+A `Task` supplies each arrow for one kind of problem; `trainer.py` and `bertlab predict` run any task
+the same way. A feature is a plain dict: `input_ids` and `token_type_ids` (lists of ints) plus the
+task's targets; `collate` pads a list of them into tensors.
+"""
+from abc import ABC, abstractmethod
+
+import numpy as np
+import torch
+
+
+class Task(ABC):
+    """One kind of fine-tuning problem. Subclasses set `name`, `metric` (the dev score to maximise)
+    and `padded_fields` ({feature key: pad value} for per-token targets, e.g. {"label_ids": -100})."""
+
+    name: str = ""
+    metric: str = ""
+    padded_fields: dict = {}
+
+    def __init__(self, labels: list[str] | None = None, max_seq_length: int = 128, **options):
+        self.labels = labels
+        self.max_seq_length = max_seq_length
+        self.options = options
+
+    # --- examples -------------------------------------------------------------------------------
+    @abstractmethod
+    def read(self, path) -> list:
+        """The examples of one file; bad input raises ValueError naming the file, line and problem."""
+
+    def fit_labels(self, train_examples: list) -> None:
+        """Fix the label list from the training examples (classification and tagging tasks)."""
+
+    def check_labels(self, examples: list, path) -> None:
+        """Dev/test examples whose labels were never seen in training: a ValueError naming them."""
+
+    # --- features, model, loss --------------------------------------------------------------------
+    @abstractmethod
+    def featurize(self, examples: list, tokenizer) -> list[dict]:
+        """Token ids and targets; every feature carries `example_index` (several features may come
+        from one example: the sliding windows of long inputs)."""
+
+    @abstractmethod
+    def build_model(self, config, init_weights: bool = True) -> torch.nn.Module:
+        """The BertFor* model for this task (heads sized by self.labels)."""
+
+    @abstractmethod
+    def loss(self, outputs, batch: dict) -> torch.Tensor:
+        """Mean loss of a batch from the model's outputs and the collated targets."""
+
+    # --- outputs -> answers ---------------------------------------------------------------------
+    @abstractmethod
+    def evaluate(self, examples: list, features: list[dict], outputs: list) -> dict[str, float]:
+        """Metrics from per-feature outputs (numpy arrays, padding removed); includes self.metric."""
+
+    @abstractmethod
+    def predictions(self, examples: list, features: list[dict], outputs: list) -> list[dict]:
+        """One JSON-able prediction per example, for `bertlab predict`."""
+
+    def state(self) -> dict:
+        """What `predict` needs to rebuild this task from a model folder (task.json)."""
+        return {"task": self.name, "labels": self.labels, "max_seq_length": self.max_seq_length, **self.options}
+
+    # --- shared machinery --------------------------------------------------------------------------
+    def collate(self, features: list[dict], pad_id: int = 0) -> dict:
+        """Pad to the longest feature of the batch (dynamic padding) and stack into tensors."""
+        length = max(len(f["input_ids"]) for f in features)
+        batch = {"input_ids": _pad(features, "input_ids", length, pad_id),
+                 "token_type_ids": _pad(features, "token_type_ids", length, 0),
+                 "attention_mask": torch.tensor([[1] * len(f["input_ids"]) + [0] * (length - len(f["input_ids"]))
+                                                 for f in features])}
+        for key, pad in self.padded_fields.items():
+            batch[key] = _pad(features, key, length, pad)
+        for key in self.target_fields():
+            batch[key] = torch.tensor(np.array([f[key] for f in features]))
+        return batch
+
+    per_token_outputs: bool = False  # tagging and span tasks: outputs are (batch, len, ...)
+
+    def target_fields(self) -> list[str]:
+        """Per-feature scalar targets collated as tensors (e.g. ["label"])."""
+        return []
+
+    def forward(self, model, batch: dict):
+        return model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+
+    def unbatch(self, outputs, batch: dict) -> list:
+        """Per-feature numpy outputs with padding cut off; sentence-level logits stay whole."""
+        if isinstance(outputs, tuple):
+            parts = [self.unbatch(o, batch) for o in outputs]
+            return [tuple(p[i] for p in parts) for i in range(len(parts[0]))]
+        outputs = outputs.float().cpu().numpy()
+        if self.per_token_outputs:
+            lengths = batch["attention_mask"].sum(1).tolist()
+            return [o[:n] for o, n in zip(outputs, lengths)]
+        return list(outputs)
+
+
+def _pad(features, key, length, value):
+    return torch.tensor([f[key] + [value] * (length - len(f[key])) for f in features])

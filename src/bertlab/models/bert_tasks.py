@@ -1,0 +1,80 @@
+"""BERT with the small output layers of fine-tuning (the notes' figure of four task shapes).
+
+Each head reads either the pooled [CLS] vector (sentence and pair tasks) or every token's vector
+(sequence labelling, span extraction). Parameter names match HF's `BertFor*` classes, so a
+fine-tuned folder loads in HF and an HF fine-tuned checkpoint loads here.
+"""
+from torch import nn
+
+from .bert import BertModel
+from .bert_config import BertConfig
+
+
+class _BertWithHead(nn.Module):
+    """The encoder plus dropout; subclasses add their head under HF's name (`classifier`, `qa_outputs`)."""
+
+    def __init__(self, config: BertConfig, init_weights: bool):
+        super().__init__()
+        self.config, self.init_weights = config, init_weights
+        self.bert = BertModel(config, init_weights)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def _init_head(self, head: nn.Linear) -> nn.Linear:
+        if self.init_weights:
+            head.apply(self.bert._init_weights)
+        return head
+
+
+class BertForSequenceClassification(_BertWithHead):
+    """[CLS] pooled output -> dropout -> linear: one logit per label (one for regression)."""
+
+    def __init__(self, config: BertConfig, num_labels: int = 2, init_weights: bool = True):
+        super().__init__(config, init_weights)
+        self.num_labels = num_labels
+        self.classifier = self._init_head(nn.Linear(config.hidden_size, num_labels))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
+        out = self.bert(input_ids, token_type_ids, attention_mask)
+        return self.classifier(self.dropout(out.pooled_output))
+
+
+class BertForTokenClassification(_BertWithHead):
+    """Every token's vector -> dropout -> linear: (batch, len, num_labels) tag logits (NER)."""
+
+    def __init__(self, config: BertConfig, num_labels: int = 2, init_weights: bool = True):
+        super().__init__(config, init_weights)
+        self.num_labels = num_labels
+        self.classifier = self._init_head(nn.Linear(config.hidden_size, num_labels))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
+        out = self.bert(input_ids, token_type_ids, attention_mask)
+        return self.classifier(self.dropout(out.sequence_output))
+
+
+class BertForQuestionAnswering(_BertWithHead):
+    """Every token's vector -> linear -> (start, end) logits, each (batch, len): the answer span's
+    boundaries (run_squad.py; no dropout on the span head, as there)."""
+
+    def __init__(self, config: BertConfig, init_weights: bool = True):
+        super().__init__(config, init_weights)
+        self.qa_outputs = self._init_head(nn.Linear(config.hidden_size, 2))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
+        out = self.bert(input_ids, token_type_ids, attention_mask)
+        start, end = self.qa_outputs(out.sequence_output).unbind(-1)
+        return start, end
+
+
+class BertForMultipleChoice(_BertWithHead):
+    """(batch, choices, len) inputs: each choice's pooled output -> one score; (batch, choices) logits
+    (SWAG: the context paired with each candidate ending)."""
+
+    def __init__(self, config: BertConfig, init_weights: bool = True):
+        super().__init__(config, init_weights)
+        self.classifier = self._init_head(nn.Linear(config.hidden_size, 1))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
+        batch, choices, length = input_ids.shape
+        flat = lambda t: None if t is None else t.reshape(batch * choices, length)  # noqa: E731
+        out = self.bert(flat(input_ids), flat(token_type_ids), flat(attention_mask))
+        return self.classifier(self.dropout(out.pooled_output)).view(batch, choices)
