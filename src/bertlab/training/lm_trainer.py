@@ -53,8 +53,9 @@ def autocast_context(device, dtype):
 
 
 def train_step(model, optimizer, scheduler, next_batch, grad_accum=1, grad_clip=1.0, autocast=None,
-               scaler=None) -> float:
+               scaler=None, loss_of=lambda model, batch: model(*batch)[1]) -> float:
     """One optimizer step over `grad_accum` micro-batches; returns their mean loss.
+    `loss_of(model, batch)` is the batch's mean loss (default: a GPT called as model(x, y)).
 
     Each micro-batch's loss is divided by grad_accum, so the summed gradients equal those of one
     batch grad_accum times as large. Under DDP, gradients are all-reduced only on the last
@@ -62,11 +63,10 @@ def train_step(model, optimizer, scheduler, next_batch, grad_accum=1, grad_clip=
     """
     total = 0.0
     for micro in range(grad_accum):
-        x, y = next_batch()
+        batch = next_batch()
         sync = micro == grad_accum - 1 or not hasattr(model, "no_sync")
         with (contextlib.nullcontext() if sync else model.no_sync()), (autocast or contextlib.nullcontext()):
-            _, loss = model(x, y)
-            loss = loss / grad_accum
+            loss = loss_of(model, batch) / grad_accum
         (scaler.scale(loss) if scaler else loss).backward()
         total += loss.item()
     if scaler:

@@ -1,0 +1,102 @@
+"""Labelled examples read from tables: TSV, CSV or JSON Lines, with named (or numbered) columns.
+
+`InputExample` is run_classifier.py's: one text (or a pair) and its label. A new file layout is a
+new `TableFormat` — the GLUE layouts in glue.py are a few lines each.
+"""
+import csv
+import io
+import json
+import os
+from dataclasses import dataclass
+
+from ..io import decode_lines
+
+
+@dataclass
+class InputExample:
+    guid: str  # "file:line", so every message can point back at the row
+    text_a: str
+    text_b: str | None = None
+    label: str | float | None = None
+
+
+@dataclass(frozen=True)
+class TableFormat:
+    """Where a table keeps its texts and label. Columns are header names, or 0-based indices for
+    files without a header (GLUE's CoLA). `label=None` reads unlabelled rows (test sets)."""
+    text_a: str | int = "sentence"
+    text_b: str | int | None = None
+    label: str | int | None = "label"
+    header: bool = True
+    kind: str = "auto"  # tsv | csv | jsonl | auto (by the file's extension)
+    quoting: bool = True  # GLUE's TSVs are read as run_classifier reads them: no quote characters
+
+
+def read_table(path, fmt: TableFormat, labelled: bool = True) -> list[InputExample]:
+    """Every row of `path` as an InputExample. Raises ValueError naming the file and line for a
+    ragged row, a missing column or field, an empty text, and for a file with no rows."""
+    kind = fmt.kind if fmt.kind != "auto" else _kind_from_name(path)
+    with open(path, "rb") as f:
+        lines = decode_lines(f.read(), path)
+    rows = _json_rows(lines, path) if kind == "jsonl" else _delimited_rows(lines, path, kind, fmt)
+    examples = []
+    for line, row in rows:
+        where = f"{path}:{line}"
+        label = _field(row, fmt.label, where, "label") if labelled and fmt.label is not None else None
+        text_b = _field(row, fmt.text_b, where, "text_b") if fmt.text_b is not None else None
+        examples.append(InputExample(where, _field(row, fmt.text_a, where, "text_a"), text_b, label))
+    if not examples:
+        raise ValueError(f"{path}: no examples (the file has a header but no rows)")
+    return examples
+
+
+def _kind_from_name(path) -> str:
+    ext = os.path.splitext(os.fspath(path))[1].lower()
+    kinds = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
+    if ext not in kinds:
+        raise ValueError(f"{path}: can't tell the table format from the extension {ext!r}; "
+                         "use .tsv, .csv or .jsonl (or name the format)")
+    return kinds[ext]
+
+
+def _json_rows(lines, path):
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{number}: not a JSON object ({e.msg})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
+        yield number, row
+
+
+def _delimited_rows(lines, path, kind, fmt):
+    delimiter = "\t" if kind == "tsv" else ","
+    quoting = csv.QUOTE_MINIMAL if fmt.quoting else csv.QUOTE_NONE
+    header, width = None, None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        fields = next(csv.reader(io.StringIO(line), delimiter=delimiter, quoting=quoting), [])
+        if fmt.header and header is None:
+            header, width = fields, len(fields)
+            continue
+        if width is None:
+            width = len(fields)
+        if len(fields) != width:
+            raise ValueError(f"{path}:{number}: {len(fields)} fields, but "
+                             f"{'the header has' if header else 'the first row has'} {width}")
+        yield number, dict(zip(header, fields)) if header else fields
+
+
+def _field(row, column, where, role):
+    try:
+        value = row[column]
+    except (KeyError, IndexError):
+        have = ", ".join(map(repr, row)) if isinstance(row, dict) else f"{len(row)} columns"
+        raise ValueError(f"{where}: no column {column!r} for the {role} (the row has {have})") from None
+    if role != "label" and not str(value).strip():
+        raise ValueError(f"{where}: the {role} column {column!r} is empty")
+    return value if role == "label" else str(value)

@@ -1,0 +1,29 @@
+"""Every fine-tuning task by name, for `bertlab finetune --task NAME` and for rebuilding a task from
+a model folder's task.json."""
+from .classification import RegressionTask, SequenceClassificationTask
+from .glue import ALIASES, GLUE, glue_task
+
+
+def _ner(**kw):
+    from .ner import TokenClassificationTask
+    return TokenClassificationTask(**kw)
+
+
+def _squad(**kw):
+    from .squad import QuestionAnsweringTask
+    return QuestionAnsweringTask(**kw)
+
+
+TASKS = {"classify": SequenceClassificationTask, "regression": RegressionTask, "ner": _ner, "squad": _squad}
+TASK_NAMES = sorted(TASKS) + sorted(GLUE)
+
+
+def make_task(task: str, labels=None, max_seq_length=128, **options):
+    """A task from its name and the options saved in task.json (or given on the command line)."""
+    name = task.lower()
+    if name in GLUE or name in ALIASES:
+        keep = {k: v for k, v in options.items() if k in ("doc_stride",)}
+        return glue_task(name, max_seq_length, **keep)
+    if name not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASK_NAMES)}")
+    return TASKS[name](labels=labels, max_seq_length=max_seq_length, **options)
