@@ -42,16 +42,17 @@ def test_reader_takes_first_and_last_columns_skips_docstart_and_blank_lines(tmp_
         (["EU", "rejects", "German"], ["B-ORG", "O", "B-MISC"], [3, 4, 5]),
         (["Peter", "Blackburn"], ["B-PER", "I-PER"], [8, 9])]
     assert [e.guid for e in examples] == ["train.txt-0", "train.txt-1"]
+    assert read_conll(write(tmp_path, "\ufeff" + GOOD, "bom.txt"))[0].words == ["EU", "rejects", "German"]
 
 
 @pytest.mark.parametrize("text, message", [
-    ("", r"train.txt: empty file"),
+    ("", r"train.txt: the file is empty"),
     ("-DOCSTART- O\n\n  \n", r"train.txt: no sentences"),
     ("EU B-ORG\n\nrejects O\nGerman\n", r"train.txt:4: one column 'German'"),
     ("EU B-ORG\nrejects X-PER\n", r"train.txt:2: tag 'X-PER' is not O, B-TYPE, I-TYPE \(scheme BIO\)"),
     ("EU B-\n", r"train.txt:1: tag 'B-' is not"),
     ("EU O\nPeter E-PER\n", r"train.txt:2: tag 'E-PER' is not O, B-TYPE, I-TYPE \(scheme BIO\)"),
-    (b"EU O\nM\xfcller B-PER\n", r"train.txt:2: not UTF-8"),
+    (b"EU O\nM\xfcller B-PER\n", r"train.txt:2: not valid UTF-8"),
 ])
 def test_reader_errors_name_file_line_and_problem(tmp_path, text, message):
     with pytest.raises(ValueError, match=message):
@@ -77,6 +78,7 @@ def test_fit_labels_is_o_first_then_sorted_and_unseen_tags_name_file_and_line(tm
     with pytest.raises(ValueError, match=r"dev.txt: tags never seen in training: "
                                          r"B-LOC \(line 1, sentence dev.txt-0\); I-LOC \(line 6, sentence dev.txt-1\)"):
         task.check_labels(task.read(dev), dev)
+    assert task.is_labelled(task.read(dev))  # CoNLL files always carry tags, so predict scores them
     task.check_labels(task.read(write(tmp_path, "Peter B-PER\n", "ok.txt")), "ok.txt")
 
 

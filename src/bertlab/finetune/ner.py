@@ -16,12 +16,14 @@ on its nearer side), so every word gets exactly one prediction. A feature record
 `token_to_word`: at each position, the word whose prediction that position gives, else -1.
 """
 import os
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..io import decode_lines
 from ..models.bert_tasks import BertForTokenClassification
 from .entities import SCHEMES, entity_scores, tag_problem, token_accuracy
 from .task import Task
@@ -40,12 +42,9 @@ class InputExample(NamedTuple):
 
 # --- reading ----------------------------------------------------------------------------------------
 def _numbered_lines(path):
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            try:
-                yield n, raw.decode("utf-8-sig" if n == 1 else "utf-8")
-            except UnicodeDecodeError as e:
-                raise ValueError(f"{path}:{n}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    lines = decode_lines(Path(path).read_bytes(), path)  # empty or non-UTF-8 files: ValueError
+    lines[0] = lines[0].removeprefix("\ufeff")  # a BOM would hide a first -DOCSTART- line
+    return enumerate(lines, 1)
 
 
 def _word_and_tag(path, n: int, columns: list[str], scheme: str) -> tuple[str, str]:
@@ -76,8 +75,6 @@ def read_conll(path, scheme: str = "BIO") -> list[InputExample]:
     """The sentences of a CoNLL file; bad input is a ValueError naming the file, line and problem."""
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {sorted(SCHEMES)}, not {scheme!r}")
-    if os.path.getsize(path) == 0:
-        raise ValueError(f"{path}: empty file")
     name = os.path.basename(path)
     examples = [InputExample(f"{name}-{i}", [w for _, w, _ in s], [t for _, _, t in s], [n for n, _, _ in s])
                 for i, s in enumerate(_sentences(path, scheme))]
@@ -175,6 +172,9 @@ class TokenClassificationTask(Task):
         if not self.labels:
             raise ValueError("ner: no labels yet; call fit_labels on the training examples first")
         return self.labels
+
+    def is_labelled(self, examples: list[InputExample]) -> bool:
+        return all(e.tags is not None for e in examples)
 
     def check_labels(self, examples: list[InputExample], path) -> None:
         known, first_seen = set(self._known_labels()), {}
