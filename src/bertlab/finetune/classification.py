@@ -34,8 +34,8 @@ class SequenceClassificationTask(Task):
                              f"choose one of {METRICS[self.family]}")
         self.format = TableFormat(text_a, text_b, label, header, kind, quoting)
 
-    def read(self, path, labelled: bool = True) -> list:
-        examples = read_table(path, self.format, labelled)
+    def read(self, path) -> list:
+        examples = read_table(path, self.format)
         for e in examples:
             if e.label is not None:
                 e.label = self.parse_label(e.label, e.guid)
@@ -45,6 +45,7 @@ class SequenceClassificationTask(Task):
         return str(value).strip()
 
     def fit_labels(self, train_examples):
+        _require_labels(train_examples)
         if self.labels is None:
             self.labels = sorted({e.label for e in train_examples})
         if len(self.labels) < 2:
@@ -140,6 +141,7 @@ class RegressionTask(SequenceClassificationTask):
             raise ValueError(f"{where}: the label {value!r} is not a number (regression needs numeric scores)") from None
 
     def fit_labels(self, train_examples):
+        _require_labels(train_examples)
         self.labels = None
 
     def check_labels(self, examples, path):
@@ -166,3 +168,9 @@ class RegressionTask(SequenceClassificationTask):
         pred = self.example_outputs(examples, features, outputs)[:, 0]
         return [{"id": e.guid, "score": round(float(p), 6), **({"gold": e.label} if e.label is not None else {})}
                 for e, p in zip(examples, pred)]
+
+
+def _require_labels(examples):
+    missing = next((e for e in examples if e.label is None), None)
+    if missing is not None:
+        raise ValueError(f"{missing.guid}: a training example without a label (no label column in that table?)")

@@ -23,7 +23,8 @@ class InputExample:
 @dataclass(frozen=True)
 class TableFormat:
     """Where a table keeps its texts and label. Columns are header names, or 0-based indices for
-    files without a header (GLUE's CoLA). `label=None` reads unlabelled rows (test sets)."""
+    files without a header (GLUE's CoLA). Rows without the label column (test sets) read as
+    unlabelled examples."""
     text_a: str | int = "sentence"
     text_b: str | int | None = None
     label: str | int | None = "label"
@@ -32,9 +33,10 @@ class TableFormat:
     quoting: bool = True  # GLUE's TSVs are read as run_classifier reads them: no quote characters
 
 
-def read_table(path, fmt: TableFormat, labelled: bool = True) -> list[InputExample]:
-    """Every row of `path` as an InputExample. Raises ValueError naming the file and line for a
-    ragged row, a missing column or field, an empty text, and for a file with no rows."""
+def read_table(path, fmt: TableFormat) -> list[InputExample]:
+    """Every row of `path` as an InputExample (label None where the table has no label column).
+    Raises ValueError naming the file and line for a ragged row, a missing text column, an empty
+    text, and for a file with no rows. (CSV fields spanning several lines are not supported.)"""
     kind = fmt.kind if fmt.kind != "auto" else _kind_from_name(path)
     with open(path, "rb") as f:
         lines = decode_lines(f.read(), path)
@@ -42,7 +44,8 @@ def read_table(path, fmt: TableFormat, labelled: bool = True) -> list[InputExamp
     examples = []
     for line, row in rows:
         where = f"{path}:{line}"
-        label = _field(row, fmt.label, where, "label") if labelled and fmt.label is not None else None
+        has_label = fmt.label is not None and (fmt.label in row if isinstance(row, dict) else fmt.label < len(row))
+        label = _field(row, fmt.label, where, "label") if has_label else None
         text_b = _field(row, fmt.text_b, where, "text_b") if fmt.text_b is not None else None
         examples.append(InputExample(where, _field(row, fmt.text_a, where, "text_a"), text_b, label))
     if not examples:

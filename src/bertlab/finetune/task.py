@@ -33,6 +33,10 @@ class Task(ABC):
     def fit_labels(self, train_examples: list) -> None:
         """Fix the label list from the training examples (classification and tagging tasks)."""
 
+    def is_labelled(self, examples: list) -> bool:
+        """Whether the examples carry gold answers (then `predict` also scores them)."""
+        return all(getattr(e, "label", None) is not None for e in examples)
+
     def check_labels(self, examples: list, path) -> None:
         """Dev/test examples whose labels were never seen in training: a ValueError naming them."""
 

@@ -50,3 +50,23 @@ def plot_curves(records: list[dict], path, title: str = ""):
     fig.tight_layout()
     atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=100), mode="wb")
     plt.close(fig)
+
+
+def plot_learning_curve(records: list[dict], path, metric: str, title: str = ""):
+    """Fine-tuning: training loss per step and the dev metric at each evaluation, as one PNG."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..io import atomic_write
+    train = [r for r in records if r["kind"] == "train"]
+    dev = [r for r in records if r["kind"] == "eval" and metric in r]
+    fig, (ax_loss, ax_dev) = plt.subplots(1, 2, figsize=(11, 4))
+    ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], lw=1)
+    ax_loss.set_xlabel("step"), ax_loss.set_ylabel("training loss")
+    ax_dev.plot([r["step"] for r in dev], [r[metric] for r in dev], "o-")
+    ax_dev.set_xlabel("step"), ax_dev.set_ylabel(f"dev {metric}")
+    fig.suptitle(title)
+    fig.tight_layout()
+    atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=100), mode="wb")
+    plt.close(fig)
