@@ -5,8 +5,10 @@ import sys
 
 from . import embed, similar, tokenize
 from . import generate, gpt_train
+from . import attention, extract_features, fill_mask
+from . import finetune, predict
 
-COMMANDS = [tokenize, embed, similar, gpt_train, generate]
+COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, extract_features, fill_mask, attention]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,47 @@
+"""bertlab fill-mask: the masked-LM head's guesses for every [MASK] in a text."""
+import json
+
+from ..device import pick_device
+from ..inference.fill_mask import fill_mask, load_masked_lm
+from ..io import read_lines
+from .extract_features import add_checkpoint_arguments
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "fill-mask", help="the most probable tokens for each [MASK] in a text (the masked-LM head)",
+        description="Predict the token behind every [MASK] in each TEXT with the checkpoint's masked-LM head "
+                    "(the pretraining task), printing the top-k tokens with their probabilities. Each mask "
+                    "is predicted with every other mask still masked, as in pretraining. The checkpoint "
+                    "must include the head (cls.predictions.*): bert-base-uncased does, sentence-embedding "
+                    "models such as 'minilm' do not.")
+    p.add_argument("texts", nargs="+", metavar="TEXT",
+                   help="text with one or more [MASK] (written exactly so, upper case); '-' reads one text per "
+                        "line from stdin")
+    add_checkpoint_arguments(p)
+    p.add_argument("--top-k", type=int, default=5, metavar="K", help="predictions per mask (default 5)")
+    p.add_argument("--json", action="store_true",
+                   help='one JSON object per text: {"text", "masks": [[{"token", "token_id", "probability"}, '
+                        '...], ...]}, one list per [MASK], most probable first')
+    p.set_defaults(run=run)
+
+
+def print_text(text, masks):
+    print(text)
+    for n, predictions in enumerate(masks, 1):
+        label = f"[MASK] {n}" if len(masks) > 1 else "[MASK]"
+        print(f"  {label}: " + "  ".join(f"{p.token} {p.probability:.4f}" for p in predictions))
+
+
+def run(args):
+    if args.top_k < 1:
+        raise ValueError(f"--top-k {args.top_k}: must be at least 1")
+    texts = read_lines("-") if args.texts == ["-"] else args.texts
+    model, tokenizer = load_masked_lm(args.model)
+    model = model.to(pick_device(args.device))
+    results = fill_mask(model, tokenizer, texts, args.top_k)
+    for text, masks in zip(texts, results):
+        if args.json:
+            print(json.dumps({"text": text, "masks": [[vars(p) for p in m] for m in masks]}, ensure_ascii=False))
+        else:
+            print_text(text, masks)

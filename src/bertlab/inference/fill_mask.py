@@ -1,0 +1,98 @@
+"""Fill in [MASK]: the masked-LM head's most probable tokens at every masked position.
+
+The task BERT was pretrained on, so it needs a checkpoint that kept the masked-LM head
+(cls.predictions.*); sentence-embedding models such as all-MiniLM-L6-v2 were saved without it.
+"""
+from dataclasses import dataclass
+
+import torch
+
+from ..interop import init_from_state_dict, load_tokenizer, read_config, read_state_dict, resolve
+from ..models import BertForPreTraining
+from ..tokenization.vocab import MASK
+from .embed import length_sorted_batches, padded_tensors
+
+
+@dataclass
+class Prediction:
+    token: str
+    token_id: int
+    probability: float
+
+
+def load_masked_lm(folder):
+    """(BertForPreTraining, tokenizer) whose encoder and masked-LM head both come from the checkpoint;
+    a checkpoint without the head is an error. The NSP head may be missing: fill-mask never uses it.
+
+    Not load_pretrained(strict=False): that randomly initialises the whole model first, which costs
+    seconds for the vocabulary-size tables, all overwritten here but the NSP head."""
+    folder = resolve(folder)
+    config = read_config(folder)
+    tokenizer = load_tokenizer(folder, config=config)
+    model = BertForPreTraining(config, init_weights=False)
+    model.nsp.apply(model.bert._init_weights)
+    report = init_from_state_dict(model, read_state_dict(folder))
+    encoder = problems(report, "bert.")
+    if encoder:
+        raise ValueError(f"{folder}: the checkpoint does not fit its own config: {', '.join(encoder)}")
+    head = problems(report, "mlm.")
+    if head:
+        raise ValueError(f"{folder}: this checkpoint has no masked-LM head (the cls.predictions.* tensors; "
+                         f"missing or mis-shaped: {', '.join(head)}), so it cannot fill in {MASK}. Use a "
+                         f"checkpoint saved with its pretraining heads, such as bert-base-uncased; "
+                         f"sentence-embedding models like all-MiniLM-L6-v2 were saved without them.")
+    return model.eval(), tokenizer
+
+
+def problems(report, prefix: str) -> list[str]:
+    """The report's missing and mis-shaped tensors under `prefix`, one phrase each."""
+    out = [f"missing {n}" for n in report.new if n.startswith(prefix)]
+    out += [f"{n} has shape {theirs}, the config needs {ours}"
+            for n, ours, theirs in report.mismatched if n.startswith(prefix)]
+    return out
+
+
+def encode_masked(tokenizer, text: str, max_length: int):
+    """([CLS] ... [SEP] ids, positions of the masks). "[MASK]" is matched literally, before the
+    basic tokenizer could split it into "[", "mask", "]"."""
+    parts = text.split(MASK)
+    if len(parts) == 1:
+        raise ValueError(f"{text!r}: no {MASK} in the text; write {MASK} where a token should be predicted")
+    ids, positions = [tokenizer.cls_token_id], []
+    for i, part in enumerate(parts):
+        if i:
+            positions.append(len(ids))
+            ids.append(tokenizer.mask_token_id)
+        ids += tokenizer.tokenize_ids(part)
+    ids.append(tokenizer.sep_token_id)
+    if len(ids) > max_length:
+        raise ValueError(f"{text[:40]!r}...: {len(ids)} tokens, more than the model's "
+                         f"max_position_embeddings {max_length}")
+    return ids, positions
+
+
+def top_predictions(probabilities: torch.Tensor, tokenizer, k: int) -> list[Prediction]:
+    values, ids = probabilities.topk(min(k, probabilities.numel()))
+    tokens = tokenizer.convert_ids_to_tokens(ids.tolist())
+    return [Prediction(t, i, p) for t, i, p in zip(tokens, ids.tolist(), values.tolist())]
+
+
+@torch.inference_mode()
+def fill_mask(model, tokenizer, texts, top_k=5, batch_size=32) -> list[list[list[Prediction]]]:
+    """For each text, for each [MASK] in it (left to right), the top_k predictions, most probable first."""
+    if top_k < 1:
+        raise ValueError(f"top_k {top_k}: must be at least 1")
+    model.eval()
+    device = next(model.parameters()).device
+    encoded = [encode_masked(tokenizer, t, model.config.max_position_embeddings) for t in texts]
+    lengths = [len(ids) for ids, _ in encoded]
+    result = [None] * len(texts)
+    for batch in length_sorted_batches(lengths, batch_size, max_tokens=batch_size * max(lengths)):
+        ids, mask = padded_tensors([encoded[i][0] for i in batch], tokenizer.pad_token_id)
+        out = model.bert(ids.to(device), attention_mask=mask.to(device))
+        for row, i in enumerate(batch):
+            # the head runs only at the masked positions, as in pretraining
+            logits = model.mlm(out.sequence_output[row, encoded[i][1]])
+            probabilities = logits.float().softmax(-1).cpu()
+            result[i] = [top_predictions(p, tokenizer, top_k) for p in probabilities]
+    return result
