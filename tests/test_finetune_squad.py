@@ -1,0 +1,335 @@
+"""SQuAD: reading, run_squad's windows and answer positions, span post-processing, EM/F1, and a
+tiny BERT that learns eight questions."""
+import json
+import sys
+import types
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+
+from bertlab.finetune.squad import (NO_TARGET, QuestionAnsweringTask, SquadExample, answer_token_span,
+                                    featurize_squad, read_squad, unfound_answer_ids)
+from bertlab.finetune.squad_metrics import exact_match, f1_score, normalize_answer, squad_evaluate
+from bertlab.inference.qa import QaSettings, answer_questions
+from bertlab.models.bert_config import BertConfig
+from bertlab.tokenization.bert_tokenizer import BertTokenizer
+
+WORDS = ("zero one two three four five six seven eight nine where is what who sat the cat on mat dog ran "
+         "in park cafe muller paris opened bird sang tree fish swam sea cow ate grass fox hid den owl "
+         "slept barn bee flew hive , . ? ##s").split()
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n", encoding="utf-8")
+    return BertTokenizer(str(vocab))
+
+
+TEN = "zero one two three four five six seven eight nine"  # ten one-token words
+
+
+def _example(answer: str | None, context: str = TEN, qas_id: str = "q") -> SquadExample:
+    if answer is None:
+        return SquadExample(qas_id, "what", context, [], is_impossible=True)
+    return SquadExample(qas_id, "what", context, [(answer, context.index(answer))])
+
+
+def _tokens(tokenizer, feature):
+    return tokenizer.convert_ids_to_tokens(feature["input_ids"])
+
+
+# --- windows, max context, answer positions ----------------------------------------------------------
+def test_windows_and_max_context_on_a_small_document(tokenizer):
+    # question "what": 1 token; max_seq_length 8 -> 4 context tokens per window; stride 3 -> starts 0, 3, 6
+    features = featurize_squad([_example("one")], tokenizer, max_seq_length=8, doc_stride=3)
+    assert [_tokens(tokenizer, f) for f in features] == [
+        ["[CLS]", "what", "[SEP]", "zero", "one", "two", "three", "[SEP]"],
+        ["[CLS]", "what", "[SEP]", "three", "four", "five", "six", "[SEP]"],
+        ["[CLS]", "what", "[SEP]", "six", "seven", "eight", "nine", "[SEP]"]]
+    assert features[1]["token_type_ids"] == [0, 0, 0, 1, 1, 1, 1, 1]
+    assert [f["example_index"] for f in features] == [0, 0, 0]
+    assert features[1]["token_offsets"] == [None, None, None, (13, 18), (19, 23), (24, 28), (29, 32), None]
+    # token 3 and token 6 are equally central in two windows: the earlier window keeps them
+    assert [f["token_is_max_context"][3:7] for f in features] == [
+        [True, True, True, True], [False, True, True, True], [False, True, True, True]]
+    assert not any(f["token_is_max_context"][i] for f in features for i in (0, 1, 2, 7))
+
+
+@pytest.mark.parametrize("answer, positions", [
+    ("one two", [(4, 5), (0, 0), (0, 0)]),           # inside the first window only
+    ("eight nine", [(0, 0), (0, 0), (5, 6)]),        # outside the first two windows
+    ("three four", [(0, 0), (3, 4), (0, 0)]),        # crosses window 0's end: whole only in window 1
+    ("two three four", [(0, 0), (0, 0), (0, 0)]),    # no window holds it whole
+])
+def test_answer_positions_point_at_cls_unless_the_window_holds_the_whole_answer(tokenizer, answer, positions):
+    features = featurize_squad([_example(answer)], tokenizer, max_seq_length=8, doc_stride=3)
+    assert [(f["start_position"], f["end_position"]) for f in features] == positions
+    for f, (s, e) in zip(features, positions):
+        if s:
+            assert " ".join(_tokens(tokenizer, f)[s:e + 1]) == answer
+
+
+def test_impossible_and_unlocatable_answers(tokenizer, capsys):
+    features = featurize_squad([_example(None)], tokenizer, max_seq_length=8, doc_stride=3)
+    assert {(f["start_position"], f["end_position"]) for f in features} == {(0, 0)}
+    lost = SquadExample("lost", "what", TEN, [("one", 9)])  # "one" is at character 5, not 9
+    features = featurize_squad([lost], tokenizer, max_seq_length=8, doc_stride=3)
+    assert {(f["start_position"], f["end_position"]) for f in features} == {(NO_TARGET, NO_TARGET)}
+    assert "1 answerable question(s) have no answer span" in capsys.readouterr().err
+
+
+def test_answer_tokens_come_from_character_offsets(tokenizer):
+    context = "the  Café   Müllers opened,in paris"
+    ids, offsets = tokenizer.tokenize_with_offsets(context)
+    assert tokenizer.convert_ids_to_tokens(ids) == ["the", "cafe", "muller", "##s", "opened", ",", "in", "paris"]
+    start = context.index("Café")
+    assert answer_token_span(offsets, start, start + len("Café   Müller")) == (1, 2)
+    # a part of a word selects the whole word piece it falls in; spaces alone select nothing
+    assert answer_token_span(offsets, start + 1, start + 2) == (1, 1)
+    assert answer_token_span(offsets, 3, 5) is None
+
+
+def test_question_is_truncated_to_max_query_length(tokenizer):
+    example = SquadExample("q", "what is the cat on the mat", TEN, [("nine", TEN.index("nine"))])
+    feature = featurize_squad([example], tokenizer, max_seq_length=32, max_query_length=3)[0]
+    assert _tokens(tokenizer, feature)[:5] == ["[CLS]", "what", "is", "the", "[SEP]"]
+    with pytest.raises(ValueError, match="question q: max_seq_length 6 leaves no room"):
+        featurize_squad([example], tokenizer, max_seq_length=6, max_query_length=3)
+
+
+# --- golden: google-research/bert's run_squad.py featurization ------------------------------------
+@pytest.fixture(scope="module")
+def run_squad(google_tokenization):
+    """run_squad.py itself, imported with stand-ins for the TensorFlow names it touches on import and
+    in read_squad_examples / convert_examples_to_features (flags on a private FlagValues, so its
+    flag names can't clash with other imports of google's scripts)."""
+    from absl import flags
+    from conftest import _tensorflow_stub
+    own = flags.FlagValues()
+    defines = {n: partial(getattr(flags, n), flag_values=own)
+               for n in ("DEFINE_string", "DEFINE_bool", "DEFINE_integer", "DEFINE_float")}
+    contrib = types.ModuleType("tensorflow.contrib")
+    contrib.layers = types.ModuleType("tensorflow.contrib.layers")
+    with _tensorflow_stub():
+        v1 = sys.modules["tensorflow.compat.v1"]
+        v1.flags = types.SimpleNamespace(FLAGS=own, **defines)
+        v1.logging = types.SimpleNamespace(info=lambda *a: None, warning=lambda *a: None)
+        v1.train = types.SimpleNamespace(Optimizer=object)
+        v1.gfile.Open = v1.gfile.GFile
+        sys.modules["tensorflow"].contrib = contrib
+        sys.modules.update({"tensorflow.contrib": contrib, "tensorflow.contrib.layers": contrib.layers})
+        try:
+            from bert import run_squad
+        finally:
+            sys.modules.pop("tensorflow.contrib"), sys.modules.pop("tensorflow.contrib.layers")
+    own(["pytest"])
+    own.version_2_with_negative = True
+    return run_squad
+
+
+GOLDEN_CONTEXT = ("The Café  Müller, opened in 1921 (in Berlin), served apple-strudel to   visiting "
+                  "Pianists; its owner, Hans-Peter O'Neill, sold it in 1956 for 12,000 marks.")
+
+
+def test_features_match_run_squad(run_squad, google_tokenization, bert_vocab_path, tmp_path):
+    answers = ["Café  Müller", "1921", "Berlin", "apple-strudel", "Pianists", "Hans-Peter O'Neill", "1956",
+               "12,000 marks", "served apple-strudel to   visiting Pianists"]
+    qas = [{"id": str(i), "question": f"question number {i} about the café?",
+            "answers": [{"text": a, "answer_start": GOLDEN_CONTEXT.index(a)}], "is_impossible": False}
+           for i, a in enumerate(answers)]
+    qas.append({"id": "none", "question": "who?", "answers": [], "is_impossible": True})
+    path = _squad_file(tmp_path, qas, GOLDEN_CONTEXT)
+    settings = {"max_seq_length": 24, "doc_stride": 5, "max_query_length": 6}
+    theirs = []
+    run_squad.convert_examples_to_features(
+        run_squad.read_squad_examples(str(path), is_training=True),
+        google_tokenization.FullTokenizer(bert_vocab_path, do_lower_case=True),
+        is_training=True, output_fn=theirs.append, **settings)
+    tokenizer = BertTokenizer(bert_vocab_path)
+    ours = featurize_squad(read_squad(path), tokenizer, **settings)
+    assert len(ours) == len(theirs) > 2 * len(qas)
+    for o, t in zip(ours, theirs):
+        n = len(o["input_ids"])
+        assert (o["example_index"], o["window_index"]) == (t.example_index, t.doc_span_index)
+        assert _tokens(tokenizer, o) == t.tokens
+        assert o["token_type_ids"] == t.segment_ids[:n]
+        assert (o["start_position"], o["end_position"]) == (t.start_position, t.end_position)
+        assert [i for i, m in enumerate(o["token_is_max_context"]) if m] == \
+            [i for i, m in sorted(t.token_is_max_context.items()) if m]
+    assert {o["start_position"] for o in ours} - {0}, "some window must hold an answer"
+
+
+# --- post-processing ---------------------------------------------------------------------------------
+def _logits(n, start: dict, end: dict):
+    s, e = np.full(n, -10.0, np.float32), np.full(n, -10.0, np.float32)
+    for i, v in start.items():
+        s[i] = v
+    for i, v in end.items():
+        e[i] = v
+    return s, e
+
+
+def test_post_processing_picks_the_best_valid_span_as_exact_original_text(tokenizer):
+    context = "the  Café   Müllers opened,in paris"
+    example = SquadExample("q", "what", context, [("Café   Müller", 5)])
+    feature = featurize_squad([example], tokenizer, max_seq_length=32)[0]
+    # [CLS] what [SEP] the cafe muller ##s opened , in paris [SEP]: context tokens are 3..10
+    logits = _logits(12, start={1: 9.0, 4: 5.0, 5: 4.0}, end={1: 9.0, 3: 8.0, 5: 4.0, 11: 9.5})
+    # the question token 1, the [SEP] 11 and end 3 (before every good start) can't be used
+    answer = answer_questions([context], [feature], [logits])[0]
+    assert answer.answer == "Café   Müller"
+    texts = [n["text"] for n in answer.nbest]
+    assert texts[:3] == ["Café   Müller", "Müller", "the"]  # 9, 8, then -10 + 8
+    assert abs(sum(n["probability"] for n in answer.nbest) - 1) < 1e-6
+    assert answer.nbest[0]["start_logit"] == 5.0 and answer.nbest[0]["end_logit"] == 4.0
+    short = answer_questions([context], [feature], [logits], QaSettings(max_answer_length=1))[0]
+    assert short.answer == "Müller"
+    assert answer.null_score is None
+
+
+def test_post_processing_reads_each_start_in_its_max_context_window(tokenizer):
+    features = featurize_squad([_example("three")], tokenizer, max_seq_length=8, doc_stride=3)
+    # "three" is token 3: position 6 of window 0 (its max-context window), position 3 of window 1
+    window0 = _logits(8, start={6: 1.0}, end={6: 1.0})
+    window1 = _logits(8, start={3: 10.0, 4: 2.0}, end={3: 10.0, 4: 2.0})
+    answer = answer_questions([TEN], features[:2], [window0, window1])[0]
+    assert answer.answer == "four"  # window 1's stronger "three" is ignored: not max context there
+    assert [n["text"] for n in answer.nbest][:2] == ["four", "three"]
+
+
+def test_v2_no_answer_threshold(tokenizer):
+    features = featurize_squad([_example("one")], tokenizer, max_seq_length=8, doc_stride=3)
+    span = _logits(8, start={0: 3.0, 4: 2.0}, end={0: 3.0, 4: 2.0})  # span "one" scores 4
+    others = [_logits(8, start={0: 1.0}, end={0: 2.0}), _logits(8, start={0: 5.0}, end={0: 5.0})]
+    outputs = [span, *others]  # null scores 6, 3, 10: the question's null score is the smallest, 3
+    v2 = QaSettings(version_2_with_negative=True)
+    answer = answer_questions([TEN], features, outputs, v2)[0]
+    assert answer.null_score == 3.0 and answer.answer == "one"  # 3 - 4 < 0
+    outputs[1] = _logits(8, start={0: 3.0}, end={0: 2.0})  # null 5: 5 - 4 > 0 -> no answer
+    answer = answer_questions([TEN], features, outputs, v2)[0]
+    assert answer.answer == "" and answer.null_score == 5.0
+    assert "" in [n["text"] for n in answer.nbest] and "one" in [n["text"] for n in answer.nbest]
+    lenient = QaSettings(version_2_with_negative=True, null_score_diff_threshold=1.5)
+    assert answer_questions([TEN], features, outputs, lenient)[0].answer == "one"  # 5 - 4 <= 1.5
+
+
+def test_post_processing_rejects_logits_with_padding(tokenizer):
+    feature = featurize_squad([_example("one")], tokenizer, max_seq_length=32)[0]
+    with pytest.raises(ValueError, match="padding not cut"):
+        answer_questions([TEN], [feature], [_logits(40, {}, {})])
+
+
+# --- EM / F1 -----------------------------------------------------------------------------------------
+def test_exact_match_and_f1_as_the_official_script():
+    # hand-computed with evaluate-v2.0.py's rules (transformers 5 no longer ships its port)
+    assert normalize_answer("The  Quick, brown-fox!  an apple") == "quick brownfox apple"
+    assert exact_match("the Eiffel tower.", "Eiffel Tower") == 1.0
+    assert f1_score("the cat sat", "a cat sat down") == pytest.approx(0.8)  # p 1, r 2/3
+    assert f1_score("cat cat", "cat") == pytest.approx(2 / 3)  # p 1/2, r 1
+    assert f1_score("", "") == 1.0 and f1_score("a", "") == 1.0 and f1_score("dog", "") == 0.0
+    gold = {"a": ["Denver Broncos", "The Denver Broncos"], "b": ["Santa Clara"], "c": [], "d": []}
+    predictions = {"a": "Broncos", "b": "Santa Clara, California", "c": "", "d": "Levi's"}
+    scores = squad_evaluate(gold, predictions, breakdown=True)
+    # a: EM 0, F1 2/3 (p 1, r 1/2); b: EM 0, F1 0.8 (p 2/3, r 1); c: 1, 1; d: 0, 0
+    assert scores == pytest.approx({
+        "exact": 0.25, "f1": (2 / 3 + 0.8 + 1) / 4, "total": 4,
+        "HasAns_exact": 0.0, "HasAns_f1": (2 / 3 + 0.8) / 2, "HasAns_total": 2,
+        "NoAns_exact": 0.5, "NoAns_f1": 0.5, "NoAns_total": 2})
+    assert squad_evaluate({"a": ["x"], "b": ["y"]}, {"a": "x"}) == {"exact": 0.5, "f1": 0.5, "total": 2}
+
+
+# --- reading -----------------------------------------------------------------------------------------
+def _squad_file(tmp_path, qas, context="the cat sat on the mat", name="train.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [
+        {"context": context, "qas": qas}]}]}), encoding="utf-8")
+    return path
+
+
+def test_reader_reads_v1_and_v2_and_counts_unfound_answers(tmp_path, capsys):
+    path = _squad_file(tmp_path, [
+        {"id": "1", "question": "who sat ?", "answers": [{"text": "cat", "answer_start": 4}]},
+        {"id": "2", "question": "on what ?", "answers": [{"text": "mat", "answer_start": 3}]},
+        {"id": "3", "question": "what ran ?", "answers": [], "is_impossible": True}])
+    examples = read_squad(path)
+    assert examples[0] == SquadExample("1", "who sat ?", "the cat sat on the mat", [("cat", 4)], False)
+    assert examples[2].is_impossible and examples[2].answers == []
+    assert unfound_answer_ids(examples) == ["2"]
+    err = capsys.readouterr().err
+    assert str(path) in err and "1 question(s) of 3 have an answer whose text is not at its answer_start" in err
+    assert "ids: 2" in err
+    with pytest.raises(ValueError, match="is_impossible.*version_2_with_negative=True"):
+        QuestionAnsweringTask().read(path)
+    assert len(QuestionAnsweringTask(version_2_with_negative=True).read(path)) == 3
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("", "the file is empty"),
+    ("{\"data\": [", r"train.json:1:\d+: not valid JSON"),
+    ("{\"version\": 1}", "top level: missing 'data'"),
+    ('{"data": [{"paragraphs": [{"context": "x", "qas": [{"id": "7", "answers": []}]}]}]}',
+     r"data\[0\].paragraphs\[0\].qas\[0\] \(id 7\): missing 'question'"),
+    (('{"data": [{"paragraphs": [{"context": "x", "qas": [{"id": "7", "question": "q", '
+      '"answers": [{"text": "x", "answer_start": "0"}]}]}]}]}'), r"answers\[0\]: 'answer_start' should be int"),
+    ('{"data": [{"paragraphs": [{"qas": []}]}]}', r"data\[0\].paragraphs\[0\]: missing 'context'"),
+    ('{"data": []}', "no questions"),
+])
+def test_reader_errors_name_the_file_and_the_place(tmp_path, text, problem):
+    path = tmp_path / "train.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=problem) as error:
+        read_squad(path)
+    assert str(path) in str(error.value)
+
+
+def test_reader_rejects_duplicate_ids(tmp_path):
+    qa = {"id": "1", "question": "who sat ?", "answers": [{"text": "cat", "answer_start": 4}]}
+    with pytest.raises(ValueError, match="question id '1' appears twice"):
+        read_squad(_squad_file(tmp_path, [qa, qa]))
+
+
+# --- the task end to end -----------------------------------------------------------------------------
+def test_task_options_state_and_loss():
+    task = QuestionAnsweringTask(max_seq_length=64, doc_stride=16)
+    state = task.state()
+    assert state["task"] == "squad" and state["doc_stride"] == 16 and state["n_best_size"] == 20
+    assert QuestionAnsweringTask(**{k: v for k, v in state.items() if k != "task"}).state() == state
+    with pytest.raises(ValueError, match="unknown option"):
+        QuestionAnsweringTask(stride=3)
+    logits = (torch.zeros(2, 5), torch.zeros(2, 5))
+    batch = {"start_position": torch.tensor([1, NO_TARGET]), "end_position": torch.tensor([NO_TARGET, NO_TARGET])}
+    assert task.loss(logits, batch).item() == pytest.approx(np.log(5) / 2)  # the unlocatable one is skipped
+
+
+STORIES = [("the cat sat on the mat", "who sat ?", "cat"), ("the dog ran in the park", "where is the dog ?", "park"),
+           ("the bird sang in the tree", "who sang ?", "bird"), ("the fish swam in the sea", "where is the fish ?", "sea"),
+           ("the cow ate the grass", "what is ate ?", "grass"), ("the fox hid in the den", "where is the fox ?", "den"),
+           ("the owl slept in the barn", "who slept ?", "owl"), ("the bee flew to the hive", "where is the bee ?", "hive")]
+
+
+def test_tiny_bert_learns_eight_questions(tokenizer):
+    torch.manual_seed(0)
+    examples = [SquadExample(str(i), q, c, [(a, c.index(a))]) for i, (c, q, a) in enumerate(STORIES)]
+    task = QuestionAnsweringTask(max_seq_length=32)
+    features = task.featurize(examples, tokenizer)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
+                        attention_probs_dropout_prob=0.0)
+    model = task.build_model(config)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    batch = task.collate(features, tokenizer.pad_token_id)
+    for _ in range(30):
+        loss = task.loss(task.forward(model, batch), batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        outputs = task.unbatch(task.forward(model, batch), batch)
+    assert task.evaluate(examples, features, outputs) == {"exact": 1.0, "f1": 1.0, "total": 8}
+    predictions = task.predictions(examples, features, outputs)
+    assert [p["answer"] for p in predictions] == [a for _, _, a in STORIES]
+    assert set(predictions[0]) == {"id", "answer", "nbest"}
