@@ -15,3 +15,14 @@ bertlab similar --model minilm --corpus data/python-docs/summaries.txt -k 3 \
   "make a temporary directory" \
   "how many processors does this machine have" \
   "send an email"
+
+echo
+echo "== 3. Fine-tuning: MiniLM learns which manual section (2 system calls, 3 library functions, 7 overviews) =="
+echo "==    a page's one-line description belongs to (593 real Linux man-pages one-liners, shipped) =="
+OUT=${BERTLAB_RUNS:-runs}/manpages
+bertlab finetune --task classify --model minilm --text-a description --label section \
+  --train data/manpages/train.tsv --dev data/manpages/dev.tsv --test data/manpages/test.tsv \
+  --epochs 3 --batch-size 16 --lr 1e-4 --quiet -o "$OUT"
+printf 'description\nwait for a child process to change state\nformatted output conversion\noverview of the kernel keyring\n' \
+  > "$OUT/new.tsv"
+bertlab predict --model "$OUT/model" "$OUT/new.tsv"

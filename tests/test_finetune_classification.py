@@ -162,3 +162,49 @@ def test_regression_learns_a_score(tmp_path):
     assert summary["best_score"] > 0.95 and summary["dev"]["spearman"] > 0.8
     with pytest.raises(ValueError, match=r"bad.tsv:2: the label 'high' is not a number"):
         task.read(write(tmp_path / "bad.tsv", "sentence\tscore\ngood\thigh\n"))
+
+
+def test_added_special_tokens_stay_whole_and_get_embedding_rows(tmp_path):
+    from bertlab import save_pretrained
+    from bertlab.finetune.setup import load_base_model
+    from bertlab.models import BertModel
+    tokenizer = tiny_tokenizer()
+    torch.manual_seed(0)
+    base = BertModel(tiny_config(len(tokenizer.vocab)))
+    save_pretrained(base, tmp_path / "base", tokenizer)
+    task = SequenceClassificationTask(["0", "1"])
+    model, tok = load_base_model(task, tmp_path / "base", added_tokens=["[S-PER]", "[E-PER]"], quiet=True)
+    n = len(WORDS) + 5
+    assert len(tok.vocab) == n + 2 and model.bert.get_embedding_table().shape[0] == n + 2
+    torch.testing.assert_close(model.bert.get_embedding_table()[:n], base.get_embedding_table())
+    text = "[S-PER]the film[E-PER] was good [S-PER]"
+    assert tok.tokenize(text) == ["[S-PER]", "the", "film", "[E-PER]", "was", "good", "[S-PER]"]
+    ids, offsets = tok.tokenize_with_offsets(text)
+    assert ids == tok.tokenize_ids(text) and [text[a:b] for a, b in offsets][:4] == ["[S-PER]", "the", "film", "[E-PER]"]
+    tok.save_pretrained(tmp_path / "tok")
+    again = BertTokenizer.from_pretrained(tmp_path / "tok")
+    assert again.tokenize(text) == tok.tokenize(text) and again.special_tokens == ["[S-PER]", "[E-PER]"]
+
+
+def test_finetune_and_predict_commands(sentiment_files, tmp_path, capsys):
+    from bertlab import save_pretrained
+    from bertlab.cli import main
+    from bertlab.models import BertModel
+    tokenizer = tiny_tokenizer()
+    save_pretrained(BertModel(tiny_config(len(tokenizer.vocab))), tmp_path / "base", tokenizer)
+    out = tmp_path / "run"
+    args = ["finetune", "--task", "classify", "--model", str(tmp_path / "base"), "--train", str(sentiment_files / "train.tsv"),
+            "--dev", str(sentiment_files / "dev.tsv"), "--test", str(sentiment_files / "dev.tsv"), "--epochs", "2",
+            "--batch-size", "8", "--lr", "1e-3", "--quiet", "-o", str(out)]
+    assert main(args) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["test"]["accuracy"] == summary["dev"]["accuracy"]  # test = dev file, scored by the best model
+    assert (out / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    write(tmp_path / "new.tsv", "sentence\nthe plot was awful\n")
+    capsys.readouterr()
+    assert main(["predict", "--model", str(out / "model"), str(tmp_path / "new.tsv")]) == 0
+    [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert row["label"] in ("0", "1") and 0.5 <= row["probability"] <= 1
+    write(tmp_path / "ragged.tsv", "sentence\tlabel\ngood\t1\nbad\n")
+    assert main(args[:5] + ["--train", str(tmp_path / "ragged.tsv"), "-o", str(out)]) == 2
+    assert "ragged.tsv:3: 1 fields" in capsys.readouterr().err

@@ -5,8 +5,8 @@ lives in (1 user commands, 2 system calls, 3 library functions, 5 file formats,
 
     python data/manpages/make_manpages.py OUT_DIR                 # every English page (gcloud's 16k
                                                                  # generated pages are left out)
-    python data/manpages/make_manpages.py OUT_DIR --licensed-only  # only pages under the Linux
-                                                                 # man-pages copyleft licence (shipped)
+    python data/manpages/make_manpages.py data/manpages --licensed-only --sections 237
+        # what the repo ships: sections 2, 3 and 7 of pages under the Linux man-pages copyleft licence
 
 Writes OUT_DIR/{train,dev,test}.tsv (columns: name, section, description) and stats.json. The split
 is by a hash of the page name, so a page's aliases never straddle two splits and the split does not
@@ -69,9 +69,10 @@ def main():
     parser.add_argument("out")
     parser.add_argument("--man-dir", default="/usr/share/man")
     parser.add_argument("--licensed-only", action="store_true")
+    parser.add_argument("--sections", default=SECTIONS, help=f"which sections to keep (default {SECTIONS})")
     args = parser.parse_args()
     rows, seen, skipped = {"train": [], "dev": [], "test": []}, {}, {"no NAME line": 0, "duplicate": 0, "licence": 0}
-    for section in SECTIONS:
+    for section in args.sections:
         folder = os.path.join(args.man_dir, f"man{section}")
         for file in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
             path = os.path.join(folder, file)
@@ -97,7 +98,7 @@ def main():
         with open(os.path.join(args.out, f"{split}.tsv"), "w", encoding="utf-8") as f:
             f.write("name\tsection\tdescription\n")
             f.writelines(f"{n}\t{s}\t{t}\n" for n, s, t in items)
-    stats = {split: {s: sum(1 for r in items if r[1] == s) for s in SECTIONS} for split, items in rows.items()}
+    stats = {split: {s: sum(1 for r in items if r[1] == s) for s in args.sections} for split, items in rows.items()}
     stats["skipped"] = skipped
     with open(os.path.join(args.out, "stats.json"), "w") as f:
         json.dump(stats, f, indent=1)

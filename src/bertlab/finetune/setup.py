@@ -1,10 +1,12 @@
 """The start of a fine-tuning run: its data splits (checked) and the model to train."""
 import os
 import sys
+from dataclasses import replace
 
 from ..interop.hf_bert import init_from_state_dict, read_state_dict
 from ..interop.pretrained import load_tokenizer, read_config, resolve
 from .glue import GLUE, glue_files
+from .special_tokens import grow_word_embeddings
 
 
 def read_splits(task, args) -> dict:
@@ -37,17 +39,20 @@ def read_splits(task, args) -> dict:
 
 def load_base_model(task, name, init="pretrained", added_tokens=(), quiet=False):
     """(model, tokenizer): the task's model with the checkpoint's encoder (init="pretrained") or
-    random weights of the same shape (init="random"); the task head is always new."""
+    random weights of the same shape (init="random"); the task head is always new. `added_tokens`
+    become never-split special tokens with new embedding rows (special_tokens.py)."""
     folder = resolve(name)
     config = read_config(folder)
     tokenizer = load_tokenizer(folder, config=config)
-    if added_tokens:
-        from .special_tokens import add_special_tokens
-        return add_special_tokens(task, folder, config, tokenizer, added_tokens, init, quiet)
-    model = task.build_model(config, init_weights=True)
+    added = tokenizer.add_special_tokens(added_tokens) if added_tokens else 0
+    model = task.build_model(replace(config, vocab_size=config.vocab_size + added), init_weights=True)
     if init == "pretrained":
-        report = init_from_state_dict(model, read_state_dict(folder))
+        state = read_state_dict(folder)
+        report = init_from_state_dict(model, grow_word_embeddings(state, added) if added else state)
         if not quiet:
             print(f"{folder}: initialized {len(report.initialized)} tensors; new: {', '.join(report.new) or 'none'}",
                   file=sys.stderr)
+    if added_tokens and not quiet:
+        print(f"special tokens {', '.join(added_tokens)}: {added} new, {config.vocab_size} -> "
+              f"{config.vocab_size + added} embedding rows", file=sys.stderr)
     return model, tokenizer

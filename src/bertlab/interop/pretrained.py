@@ -62,7 +62,15 @@ def load_tokenizer(folder, do_lower_case=None, config: BertConfig | None = None)
         asked = "lower-casing (uncased)" if do_lower_case else "no lower-casing (--cased)"
         raise ValueError(f"{folder}: you asked for {asked}, but {why}: the checkpoint was trained "
                          f"{'uncased' if trained_lower else 'cased'}, so its inputs must be too")
-    return BertTokenizer(vocab, do_lower_case=trained_lower)
+    return BertTokenizer(vocab, do_lower_case=trained_lower, never_split=_never_split(folder))
+
+
+def _never_split(folder) -> list:
+    path = os.path.join(folder, "tokenizer_config.json")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return json.load(f).get("never_split") or []
 
 
 def load_pretrained(folder, model_class=BertModel, do_lower_case=None, strict=True, **model_kwargs):

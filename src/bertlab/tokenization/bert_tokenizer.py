@@ -34,7 +34,7 @@ class BertTokenizer:
 
     def __init__(self, vocab: str | os.PathLike | Vocab | Mapping[str, int],
                  do_lower_case: bool = True, *, max_input_chars_per_word: int = 100,
-                 cache_size: int = 1 << 20):
+                 cache_size: int = 1 << 20, never_split: Sequence[str] = ()):
         if isinstance(vocab, Vocab):
             self._vocab = vocab
         elif isinstance(vocab, Mapping):
@@ -46,6 +46,10 @@ class BertTokenizer:
         self._cache_size = cache_size
         self._ids_cache: dict[str, list[int]] = {}
         self._spans_cache: dict[str, tuple[list[int], list[int], list[int]]] = {}
+        self._never_split: list[str] = []
+        self._never_split_re = None
+        if never_split:
+            self.add_special_tokens(never_split)
 
     # -- construction and saving ------------------------------------------------------------
 
@@ -59,7 +63,9 @@ class BertTokenizer:
             config = folder / CONFIG_FILE
             settings = json.loads(config.read_text(encoding="utf-8")) if config.exists() else {}
             do_lower_case = settings.get("do_lower_case", True)
-        return cls(folder / VOCAB_FILE, do_lower_case, **kwargs)
+        config = folder / CONFIG_FILE
+        never_split = json.loads(config.read_text(encoding="utf-8")).get("never_split", []) if config.exists() else []
+        return cls(folder / VOCAB_FILE, do_lower_case, never_split=never_split, **kwargs)
 
     def save_pretrained(self, folder: str | os.PathLike) -> None:
         """Write ``vocab.txt`` and set ``do_lower_case`` in ``tokenizer_config.json`` (other keys
@@ -70,6 +76,8 @@ class BertTokenizer:
         config = folder / CONFIG_FILE
         settings = json.loads(config.read_text(encoding="utf-8")) if config.exists() else {}
         settings["do_lower_case"] = self.do_lower_case
+        if self._never_split:
+            settings["never_split"] = self._never_split
         atomic_write_text(config, json.dumps(settings, indent=2) + "\n")
 
     @property
@@ -115,6 +123,46 @@ class BertTokenizer:
     def mask_token_id(self) -> int:
         return self._vocab.special_id(MASK, "masking")
 
+    def add_special_tokens(self, tokens: Sequence[str]) -> int:
+        """Tokens never split, lower-cased or broken into pieces, wherever they stand in the text
+        (e.g. entity markers [S-PER] [E-PER] for relation extraction). Tokens the vocabulary lacks
+        are appended to it; returns how many were appended (the model's embedding table must grow
+        by as many rows)."""
+        import re
+        added = 0
+        for token in tokens:
+            if not token or token != token.strip() or any(c.isspace() for c in token):
+                raise ValueError(f"special token {token!r}: must be non-empty and contain no whitespace")
+            if token not in self._vocab.token_to_id:
+                self._vocab.token_to_id[token] = len(self._vocab.id_to_token)
+                self._vocab.id_to_token.append(token)
+                added += 1
+            if token not in self._never_split:
+                self._never_split.append(token)
+        longest_first = sorted(self._never_split, key=len, reverse=True)
+        self._never_split_re = re.compile("|".join(map(re.escape, longest_first)))
+        self.clear_cache()
+        return added
+
+    @property
+    def special_tokens(self) -> list[str]:
+        """The tokens added with add_special_tokens (never split)."""
+        return list(self._never_split)
+
+    def _segments(self, word: str):
+        """(segment, start, is_special): the word cut around its never-split tokens."""
+        pos = 0
+        for m in self._never_split_re.finditer(word):
+            if m.start() > pos:
+                yield word[pos:m.start()], pos, False
+            yield m.group(), m.start(), True
+            pos = m.end()
+        if pos < len(word):
+            yield word[pos:], pos, False
+
+    def _has_special(self, word: str) -> bool:
+        return self._never_split_re is not None and self._never_split_re.search(word) is not None
+
     def clear_cache(self) -> None:
         """Forget the cached words (only useful to measure the cold-cache speed)."""
         self._ids_cache.clear()
@@ -132,14 +180,24 @@ class BertTokenizer:
         """WordPiece tokens of ``text``, exactly as google's ``FullTokenizer.tokenize``."""
         tokens: list[str] = []
         for word in self._basic.split_words(text):
-            for basic_token in self._basic.word_to_tokens(word):
-                tokens += self._wordpiece.split_word(basic_token) or [UNK]
+            segments = self._segments(word) if self._has_special(word) else [(word, 0, False)]
+            for segment, _, special in segments:
+                if special:
+                    tokens.append(segment)
+                    continue
+                for basic_token in self._basic.word_to_tokens(segment):
+                    tokens += self._wordpiece.split_word(basic_token) or [UNK]
         return tokens
 
     def _word_ids(self, word: str) -> list[int]:
         """Ids of one whitespace-separated word (cache miss)."""
         ids: list[int] = []
         token_to_id = self._vocab.token_to_id
+        if self._has_special(word):
+            for segment, _, special in self._segments(word):
+                ids += [token_to_id[segment]] if special else self._word_ids(segment)
+            self._ids_cache[word] = ids
+            return ids
         for basic_token in self._basic.word_to_tokens(word):
             pieces = self._wordpiece.split_word(basic_token)
             if pieces is None:
@@ -173,6 +231,18 @@ class BertTokenizer:
 
     def _word_spans(self, word: str) -> tuple[list[int], list[int], list[int]]:
         """Ids of one word with each token's [start, end) in the word's characters (cache miss)."""
+        if self._has_special(word):
+            ids, starts, ends = [], [], []
+            for segment, at, special in self._segments(word):
+                if special:
+                    ids.append(self._vocab.token_to_id[segment]), starts.append(at), ends.append(at + len(segment))
+                    continue
+                seg_ids, seg_starts, seg_ends = self._word_spans(segment)
+                ids += seg_ids
+                starts += [at + x for x in seg_starts]
+                ends += [at + x for x in seg_ends]
+            self._spans_cache[word] = result = (ids, starts, ends)
+            return result
         norm, char_starts, char_ends = self._basic.normalize_with_spans(word)
         token_to_id = self._vocab.token_to_id
         ids, starts, ends = [], [], []
