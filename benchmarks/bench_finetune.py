@@ -90,12 +90,19 @@ def run_hf(folder, out, epochs, evaluate=True, group_by_length=False, lr=5e-5, b
     train, dev, test = (encode(*d) for d in data)
     torch.manual_seed(seed)
     model = BertForSequenceClassification.from_pretrained(resolve("minilm"), num_labels=len(labels))
+    import inspect
+    import math
+    total_steps = math.ceil(epochs * math.ceil(len(train) / batch))
+    grouping = {"group_by_length": group_by_length}  # transformers 4.x; 5.x names it a sampling strategy
+    if "group_by_length" not in inspect.signature(TrainingArguments).parameters:
+        grouping = {"train_sampling_strategy": "group_by_length"} if group_by_length else {}
     args = TrainingArguments(
         output_dir=out, num_train_epochs=epochs, per_device_train_batch_size=batch, per_device_eval_batch_size=64,
-        learning_rate=lr, weight_decay=0.01, adam_epsilon=1e-6, warmup_ratio=0.1, lr_scheduler_type="linear",
+        learning_rate=lr, weight_decay=0.01, adam_epsilon=1e-6, warmup_steps=int(0.1 * total_steps),
+        lr_scheduler_type="linear", **grouping,
         eval_strategy="epoch" if evaluate else "no", save_strategy="epoch" if evaluate else "no",
         load_best_model_at_end=evaluate, metric_for_best_model="accuracy", save_total_limit=1,
-        group_by_length=group_by_length, report_to=[], disable_tqdm=True, seed=seed, use_cpu=True,
+        report_to=[], disable_tqdm=True, seed=seed, use_cpu=True,
         dataloader_num_workers=0, logging_strategy="no")
 
     def compute(p):
