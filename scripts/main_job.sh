@@ -18,7 +18,7 @@ bertlab similar --model minilm --corpus data/python-docs/summaries.txt -k 3 \
 
 echo
 echo "== 3. Fine-tuning: MiniLM learns which manual section (2 system calls, 3 library functions, 7 overviews) =="
-echo "==    a page's one-line description belongs to (593 real Linux man-pages one-liners, shipped) =="
+echo "==    a page's one-line description belongs to (592 real Linux man-pages one-liners, shipped) =="
 OUT=${BERTLAB_RUNS:-runs}/manpages
 bertlab finetune --task classify --model minilm --text-a description --label section \
   --train data/manpages/train.tsv --dev data/manpages/dev.tsv --test data/manpages/test.tsv \
