@@ -37,7 +37,7 @@ def add_parser(subparsers):
     data.add_argument("--no-header", action="store_true", help="the table's first row is data; name columns by index")
     data.add_argument("--metric", help="dev metric to maximise: accuracy (default), macro_f1, f1 (binary), mcc; "
                                        "pearson (default) or spearman for regression")
-    data.add_argument("--max-seq-length", type=int, default=128, help="word pieces per input (default 128; 384 for squad)")
+    data.add_argument("--max-seq-length", type=int, help="word pieces per input (default 128; 384 for squad)")
     data.add_argument("--doc-stride", type=int, help="stride of the sliding windows over long inputs "
                                                      "(default: half a window; 128 for squad)")
     data.add_argument("--version-2-with-negative", action="store_true", help="squad: SQuAD 2.0 (unanswerable questions)")
@@ -95,8 +95,8 @@ def settings_from(args) -> FinetuneSettings:
 
 
 def run(args):
-    max_len = args.max_seq_length if args.max_seq_length != 128 or args.task != "squad" else 384
-    task = make_task(args.task, max_seq_length=max_len, **task_options(args))
+    length = {"max_seq_length": args.max_seq_length} if args.max_seq_length else {}  # else the task's default
+    task = make_task(args.task, **length, **task_options(args))
     splits = read_splits(task, args)
     added = args.add_tokens.split(",") if args.add_tokens else []
     s = settings_from(args)

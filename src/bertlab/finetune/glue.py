@@ -2,8 +2,9 @@
 
 `--task mrpc --data-dir glue_data/MRPC` finds train.tsv / dev.tsv / test.tsv there. GLUE's TSVs
 contain stray quote characters, so they are split on tabs only (no quoting), as google's reader does.
-Test files have no labels and (for CoLA) other columns than train/dev, hence a second layout.
+Test files have no labels and (for CoLA) other columns than train/dev, so they are not read here.
 """
+import os
 from dataclasses import dataclass
 
 from .classification import RegressionTask, SequenceClassificationTask
@@ -17,12 +18,11 @@ class GlueLayout:
     labels: list | None  # None: regression
     metric: str
     header: bool = True
-    test_text_a: str | int | None = None  # where test.tsv differs from train/dev
     dev_file: str = "dev.tsv"
 
 
 GLUE = {
-    "cola": GlueLayout(3, None, 1, ["0", "1"], "mcc", header=False, test_text_a="sentence"),
+    "cola": GlueLayout(3, None, 1, ["0", "1"], "mcc", header=False),
     "sst-2": GlueLayout("sentence", None, "label", ["0", "1"], "accuracy"),
     "mrpc": GlueLayout("#1 String", "#2 String", "Quality", ["0", "1"], "f1"),
     "sts-b": GlueLayout("sentence1", "sentence2", "score", None, "pearson"),
@@ -42,12 +42,10 @@ def glue_task(name: str, max_seq_length: int = 128, **options) -> SequenceClassi
     task = task_class(layout.labels, max_seq_length, text_a=layout.text_a, text_b=layout.text_b, label=layout.label,
                       header=layout.header, kind="tsv", quoting=False, metric=layout.metric, **options)
     task.name = ALIASES.get(name, name)
-    task.glue = layout
     return task
 
 
 def glue_files(name: str, data_dir) -> dict:
-    import os
     layout = GLUE[ALIASES.get(name, name)]
     files = {"train": "train.tsv", "dev": layout.dev_file, "test": "test.tsv"}
     return {split: os.path.join(data_dir, f) for split, f in files.items()}

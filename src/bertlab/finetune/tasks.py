@@ -18,12 +18,13 @@ TASKS = {"classify": SequenceClassificationTask, "regression": RegressionTask, "
 TASK_NAMES = sorted(TASKS) + sorted(GLUE)
 
 
-def make_task(task: str, labels=None, max_seq_length=128, **options):
-    """A task from its name and the options saved in task.json (or given on the command line)."""
+def make_task(task: str, labels=None, **options):
+    """A task from its name and the options saved in task.json (or given on the command line);
+    without max_seq_length, the task's own default (128; 384 for squad)."""
     name = task.lower()
     if name in GLUE or name in ALIASES:
-        keep = {k: v for k, v in options.items() if k in ("doc_stride",)}
-        return glue_task(name, max_seq_length, **keep)
+        keep = {k: v for k, v in options.items() if k in ("doc_stride", "max_seq_length")}
+        return glue_task(name, **keep)
     if name not in TASKS:
         raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASK_NAMES)}")
-    return TASKS[name](labels=labels, max_seq_length=max_seq_length, **options)
+    return TASKS[name](labels=labels, **options)

@@ -34,15 +34,22 @@ def read_config(folder) -> BertConfig:
     raise FileNotFoundError(f"{folder}: no config.json or bert_config.json")
 
 
-def checkpoint_casing(folder, vocab: Vocab) -> tuple[bool, str]:
+def tokenizer_settings(folder) -> dict:
+    """The folder's tokenizer_config.json ({} when it has none)."""
+    path = os.path.join(folder, "tokenizer_config.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def checkpoint_casing(folder, vocab: Vocab, settings: dict | None = None) -> tuple[bool, str]:
     """(do_lower_case, why) as the checkpoint was trained: tokenizer_config.json says so, or else
     a vocabulary without upper-case tokens can only have been built from lower-cased text."""
     path = os.path.join(folder, "tokenizer_config.json")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            setting = json.load(f).get("do_lower_case")
-        if setting is not None:
-            return bool(setting), f"{path} sets do_lower_case={bool(setting)}"
+    setting = (tokenizer_settings(folder) if settings is None else settings).get("do_lower_case")
+    if setting is not None:
+        return bool(setting), f"{path} sets do_lower_case={bool(setting)}"
     special = re.compile(r"^\[[A-Za-z0-9_]+\]$")
     cased = any(t != t.lower() for t in vocab.id_to_token if not special.match(t))
     return not cased, f"{os.path.join(folder, 'vocab.txt')} has {'' if cased else 'no '}upper-case tokens"
@@ -57,20 +64,13 @@ def load_tokenizer(folder, do_lower_case=None, config: BertConfig | None = None)
     if len(vocab) != config.vocab_size:
         raise ValueError(f"{folder}: vocab.txt has {len(vocab)} tokens but the config says "
                          f"vocab_size={config.vocab_size}; they must be the same vocabulary")
-    trained_lower, why = checkpoint_casing(folder, vocab)
+    settings = tokenizer_settings(folder)
+    trained_lower, why = checkpoint_casing(folder, vocab, settings)
     if do_lower_case is not None and do_lower_case != trained_lower:
         asked = "lower-casing (uncased)" if do_lower_case else "no lower-casing (--cased)"
         raise ValueError(f"{folder}: you asked for {asked}, but {why}: the checkpoint was trained "
                          f"{'uncased' if trained_lower else 'cased'}, so its inputs must be too")
-    return BertTokenizer(vocab, do_lower_case=trained_lower, never_split=_never_split(folder))
-
-
-def _never_split(folder) -> list:
-    path = os.path.join(folder, "tokenizer_config.json")
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return json.load(f).get("never_split") or []
+    return BertTokenizer(vocab, do_lower_case=trained_lower, never_split=settings.get("never_split") or [])
 
 
 def load_pretrained(folder, model_class=BertModel, do_lower_case=None, strict=True, **model_kwargs):

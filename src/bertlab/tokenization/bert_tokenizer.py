@@ -59,13 +59,11 @@ class BertTokenizer:
         """Read ``folder/vocab.txt`` and, if present, ``do_lower_case`` from
         ``folder/tokenizer_config.json``; an explicit ``do_lower_case`` wins; default True."""
         folder = Path(folder)
-        if do_lower_case is None:
-            config = folder / CONFIG_FILE
-            settings = json.loads(config.read_text(encoding="utf-8")) if config.exists() else {}
-            do_lower_case = settings.get("do_lower_case", True)
         config = folder / CONFIG_FILE
-        never_split = json.loads(config.read_text(encoding="utf-8")).get("never_split", []) if config.exists() else []
-        return cls(folder / VOCAB_FILE, do_lower_case, never_split=never_split, **kwargs)
+        settings = json.loads(config.read_text(encoding="utf-8")) if config.exists() else {}
+        if do_lower_case is None:
+            do_lower_case = settings.get("do_lower_case", True)
+        return cls(folder / VOCAB_FILE, do_lower_case, never_split=settings.get("never_split", []), **kwargs)
 
     def save_pretrained(self, folder: str | os.PathLike) -> None:
         """Write ``vocab.txt`` and set ``do_lower_case`` in ``tokenizer_config.json`` (other keys
