@@ -1,0 +1,25 @@
+"""run_pretraining.py's objective: masked-LM cross-entropy at the masked positions only (gathered,
+weighted by masked_lm_weights so padding predictions count zero) plus next-sentence cross-entropy."""
+import torch
+import torch.nn.functional as F
+
+
+def pretraining_loss(model, batch: dict, nsp: bool = True) -> tuple[torch.Tensor, dict]:
+    """(loss, parts) for one batch of PretrainingData.batch tensors; `parts` holds detached
+    mlm_loss, nsp_loss and the correct/total counts for MLM and NSP accuracy."""
+    mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+                                   batch["masked_lm_positions"])
+    weights = batch["masked_lm_weights"].reshape(-1)
+    per_token = F.cross_entropy(mlm_logits.reshape(-1, mlm_logits.size(-1)).float(),
+                                batch["masked_lm_ids"].reshape(-1), reduction="none")
+    mlm_loss = (per_token * weights).sum() / (weights.sum() + 1e-5)  # google's denominator
+    loss = mlm_loss
+    mlm_hit = ((mlm_logits.argmax(-1).reshape(-1) == batch["masked_lm_ids"].reshape(-1)).float() * weights).sum()
+    parts = {"mlm_loss": mlm_loss.detach(), "mlm_correct": mlm_hit.detach(), "mlm_total": weights.sum().detach()}
+    if nsp:
+        nsp_loss = F.cross_entropy(nsp_logits.float(), batch["next_sentence_labels"])
+        loss = loss + nsp_loss
+        parts.update(nsp_loss=nsp_loss.detach(),
+                     nsp_correct=(nsp_logits.argmax(-1) == batch["next_sentence_labels"]).sum().detach(),
+                     nsp_total=torch.tensor(float(len(nsp_logits))))
+    return loss, parts

@@ -1,0 +1,162 @@
+"""Pretraining instances on disk: a folder of fixed-width numpy shards that training memory-maps.
+
+    folder/meta.json                          max_seq_length, max_predictions_per_seq, vocab_size,
+                                              dynamic_masking, nsp, settings, shards [{name, instances}]
+    folder/vocab.txt                          the vocabulary the ids refer to
+    folder/<shard>.<field>.npy                one array per field, one row per instance
+
+Fields (google-research/bert's seven features, stored compactly; the padding, input_mask and
+masked_lm_weights are rebuilt from the lengths and counts):
+
+    input_ids            (N, L)  uint16 (int32 when the vocabulary has more than 65,535 pieces)
+    segment_ids          (N, L)  uint8
+    lengths              (N,)    int16   real tokens; input_mask = position < length
+    next_sentence_labels (N,)    uint8   0 = B follows A, 1 = B is random
+    masked_lm_positions  (N, P)  int16   static masking only
+    masked_lm_ids        (N, P)  like input_ids
+    masked_lm_counts     (N,)    uint8   masked_lm_weights = first `count` ones
+
+With dynamic masking (RoBERTa) the masked_lm fields are absent: input_ids hold the original tokens
+and a fresh mask is drawn every time a batch is read. Every file is written to a temporary name and
+renamed into place, meta.json last: a folder with a meta.json is complete.
+"""
+import json
+import os
+
+import numpy as np
+import torch
+
+STATIC_FIELDS = ("input_ids", "segment_ids", "lengths", "next_sentence_labels")
+MASK_FIELDS = ("masked_lm_positions", "masked_lm_ids", "masked_lm_counts")
+
+
+def id_dtype(vocab_size: int):
+    return np.uint16 if vocab_size <= 65535 else np.int32
+
+
+def _save(path, array):
+    tmp = f"{path}.tmp.npy"
+    np.save(tmp, array)
+    os.replace(tmp, path)
+
+
+class ShardWriter:
+    """Collects instances and writes them as shards of at most `shard_size` rows named
+    `{prefix}-{k:04d}`; `close()` returns [{name, instances}] for meta.json.
+
+    An instance is a dict with tokens already as ids: input_ids, segment_ids (lists, unpadded),
+    next_sentence_label (int) and, for static masking, masked_lm_positions / masked_lm_ids (lists).
+    """
+
+    def __init__(self, folder, prefix: str, max_seq_length: int, max_predictions_per_seq: int,
+                 vocab_size: int, dynamic_masking: bool = False, shard_size: int = 50_000):
+        if max_seq_length > 32767:
+            raise ValueError(f"max_seq_length {max_seq_length} does not fit the int16 length field")
+        self.folder, self.prefix, self.shard_size = folder, prefix, shard_size
+        self.L, self.P, self.dynamic = max_seq_length, max_predictions_per_seq, dynamic_masking
+        self.ids = id_dtype(vocab_size)
+        self.rows, self.shards = [], []
+
+    def add(self, instance: dict):
+        self.rows.append(instance)
+        if len(self.rows) >= self.shard_size:
+            self.flush()
+
+    def flush(self):
+        if not self.rows:
+            return
+        n, name = len(self.rows), f"{self.prefix}-{len(self.shards):04d}"
+        arrays = {"input_ids": np.zeros((n, self.L), self.ids), "segment_ids": np.zeros((n, self.L), np.uint8),
+                  "lengths": np.zeros(n, np.int16), "next_sentence_labels": np.zeros(n, np.uint8)}
+        if not self.dynamic:
+            arrays.update(masked_lm_positions=np.zeros((n, self.P), np.int16),
+                          masked_lm_ids=np.zeros((n, self.P), self.ids), masked_lm_counts=np.zeros(n, np.uint8))
+        for i, row in enumerate(self.rows):
+            k = len(row["input_ids"])
+            if k > self.L or len(row["segment_ids"]) != k:
+                raise ValueError(f"instance {i} has {k} tokens for max_seq_length {self.L}")
+            arrays["input_ids"][i, :k] = row["input_ids"]
+            arrays["segment_ids"][i, :k] = row["segment_ids"]
+            arrays["lengths"][i] = k
+            arrays["next_sentence_labels"][i] = row.get("next_sentence_label", 0)
+            if not self.dynamic:
+                m = len(row["masked_lm_positions"])
+                if m > self.P:
+                    raise ValueError(f"instance {i} has {m} predictions for max_predictions_per_seq {self.P}")
+                arrays["masked_lm_positions"][i, :m] = row["masked_lm_positions"]
+                arrays["masked_lm_ids"][i, :m] = row["masked_lm_ids"]
+                arrays["masked_lm_counts"][i] = m
+        for field, array in arrays.items():
+            _save(os.path.join(self.folder, f"{name}.{field}.npy"), array)
+        self.shards.append({"name": name, "instances": n})
+        self.rows = []
+
+    def close(self) -> list[dict]:
+        self.flush()
+        return self.shards
+
+
+def write_meta(folder, shards: list[dict], *, max_seq_length: int, max_predictions_per_seq: int,
+               vocab_size: int, dynamic_masking: bool, nsp: bool, settings: dict | None = None):
+    meta = {"format": "bertlab-pretraining-shards/1", "max_seq_length": max_seq_length,
+            "max_predictions_per_seq": max_predictions_per_seq, "vocab_size": vocab_size,
+            "dynamic_masking": dynamic_masking, "nsp": nsp, "instances": sum(s["instances"] for s in shards),
+            "shards": shards, "settings": settings or {}}
+    tmp = os.path.join(folder, "meta.json.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=1)
+    os.replace(tmp, os.path.join(folder, "meta.json"))
+
+
+class PretrainingData:
+    """All shards of a folder as one indexable set of instances (memory-mapped: only the rows a
+    batch reads are paged in). `batch(indices)` returns the model's tensors."""
+
+    def __init__(self, folder):
+        path = os.path.join(folder, "meta.json")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{folder}: no meta.json; not a (finished) create-pretraining-data output")
+        with open(path, encoding="utf-8") as f:
+            self.meta = json.load(f)
+        self.folder = folder
+        self.dynamic = self.meta["dynamic_masking"]
+        fields = STATIC_FIELDS + (() if self.dynamic else MASK_FIELDS)
+        self.shards = [{f: np.load(os.path.join(folder, f"{s['name']}.{f}.npy"), mmap_mode="r") for f in fields}
+                       for s in self.meta["shards"]]
+        self.offsets = np.cumsum([0] + [s["instances"] for s in self.meta["shards"]])
+
+    def __len__(self):
+        return int(self.offsets[-1])
+
+    def rows(self, indices) -> dict[str, np.ndarray]:
+        """The stored fields of these instances (global indices), stacked in the order given."""
+        indices = np.asarray(indices)
+        shard = np.searchsorted(self.offsets, indices, side="right") - 1
+        parts = {f: [] for f in self.shards[0]}
+        for i, s in zip(indices, shard):
+            for f, array in self.shards[s].items():
+                parts[f].append(array[i - self.offsets[s]])
+        return {f: np.stack(v) for f, v in parts.items()}
+
+    def batch(self, indices, mask_fn=None) -> dict[str, torch.Tensor]:
+        """input_ids, token_type_ids, attention_mask, masked_lm_positions, masked_lm_ids,
+        masked_lm_weights, next_sentence_labels, cut to the batch's longest instance.
+
+        With dynamic masking `mask_fn(input_ids, lengths) -> (input_ids, positions, ids, counts)`
+        (numpy, one fresh draw) masks the original tokens first."""
+        r = self.rows(indices)
+        if self.dynamic:
+            if mask_fn is None:
+                raise ValueError(f"{self.folder} holds unmasked instances (dynamic masking): pass mask_fn")
+            r["input_ids"], r["masked_lm_positions"], r["masked_lm_ids"], r["masked_lm_counts"] = \
+                mask_fn(r["input_ids"].astype(np.int64), r["lengths"])
+        width = int(r["lengths"].max())
+        P = r["masked_lm_positions"].shape[1]
+        return {"input_ids": torch.from_numpy(r["input_ids"][:, :width].astype(np.int64)),
+                "token_type_ids": torch.from_numpy(r["segment_ids"][:, :width].astype(np.int64)),
+                "attention_mask": torch.from_numpy(np.arange(width)[None, :] < r["lengths"][:, None]).long(),
+                "masked_lm_positions": torch.from_numpy(r["masked_lm_positions"].astype(np.int64)),
+                "masked_lm_ids": torch.from_numpy(r["masked_lm_ids"].astype(np.int64)),
+                "masked_lm_weights": torch.from_numpy(
+                    (np.arange(P)[None, :] < r["masked_lm_counts"][:, None]).astype(np.float32)),
+                "next_sentence_labels": torch.from_numpy(r["next_sentence_labels"].astype(np.int64))}
