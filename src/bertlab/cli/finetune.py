@@ -20,7 +20,7 @@ def add_parser(subparsers):
                     "vocab, task.json), which `bertlab predict --model OUT/model` needs alone. Also "
                     "writes OUT/metrics.jsonl, OUT/curves.png and OUT/summary.json.",
         epilog="Tasks: classify (one text or a pair, any labels), regression (a number), ner "
-               "(CoNLL files), squad (SQuAD v1.1/v2.0 JSON), and the GLUE tasks by name with "
+               "(CoNLL files), squad (SQuAD v1.1/v2.0 JSON), multiple_choice or swag (SWAG's CSV: a context and N endings), and the GLUE tasks by name with "
                "--data-dir (cola sst-2 mrpc sts-b qqp mnli qnli rte wnli). Example: bertlab finetune "
                "--task mrpc --data-dir glue_data/MRPC --model minilm -o runs/mrpc")
     p.add_argument("--task", required=True, metavar="NAME", help="one of: " + ", ".join(TASK_NAMES))
@@ -35,6 +35,11 @@ def add_parser(subparsers):
     data.add_argument("--text-b", help="column of the second text of a pair")
     data.add_argument("--label", default="label", help="column of the label (default 'label')")
     data.add_argument("--no-header", action="store_true", help="the table's first row is data; name columns by index")
+    data.add_argument("--context", default="sent1", help="multiple_choice: column of the context (default sent1, SWAG's)")
+    data.add_argument("--prefix", default="sent2", help="multiple_choice: column of the start every ending shares "
+                                                        "(SWAG's sent2); '' for none")
+    data.add_argument("--endings", default="ending0,ending1,ending2,ending3",
+                      help="multiple_choice: the candidate endings' columns; the label is the right one's index")
     data.add_argument("--metric", help="dev metric to maximise: accuracy (default), macro_f1, f1 (binary), mcc; "
                                        "pearson (default) or spearman for regression")
     data.add_argument("--max-seq-length", type=int, help="word pieces per input (default 128; 384 for squad)")
@@ -72,6 +77,8 @@ def task_options(args) -> dict:
     if args.task in ("classify", "regression"):
         options = {"text_a": _column(args.text_a, args), "text_b": _column(args.text_b, args),
                    "label": _column(args.label, args), "header": not args.no_header, "metric": args.metric}
+    elif args.task in ("multiple_choice", "swag"):
+        options = {"context": args.context, "prefix": args.prefix or None, "endings": args.endings.split(",")}
     elif args.task == "squad":
         options = {"version_2_with_negative": args.version_2_with_negative}
     else:

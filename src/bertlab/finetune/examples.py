@@ -37,20 +37,26 @@ def read_table(path, fmt: TableFormat) -> list[InputExample]:
     """Every row of `path` as an InputExample (label None where the table has no label column).
     Raises ValueError naming the file and line for a ragged row, a missing text column, an empty
     text, and for a file with no rows. (CSV fields spanning several lines are not supported.)"""
+    examples = []
+    for where, row in read_rows(path, fmt):
+        has_label = fmt.label is not None and (fmt.label in row if isinstance(row, dict) else fmt.label < len(row))
+        label = field(row, fmt.label, where, "label") if has_label else None
+        text_b = field(row, fmt.text_b, where, "text_b") if fmt.text_b is not None else None
+        examples.append(InputExample(where, field(row, fmt.text_a, where, "text_a"), text_b, label))
+    if not examples:
+        raise ValueError(f"{path}: no examples (the file has a header but no rows)")
+    return examples
+
+
+def read_rows(path, fmt: TableFormat):
+    """(where, row) for every data row of a table: row is a dict (header or JSON) or a list of
+    fields; where is "file:line". Ragged rows and bad JSON raise ValueError naming the line."""
     kind = fmt.kind if fmt.kind != "auto" else _kind_from_name(path)
     with open(path, "rb") as f:
         lines = decode_lines(f.read(), path)
     rows = _json_rows(lines, path) if kind == "jsonl" else _delimited_rows(lines, path, kind, fmt)
-    examples = []
     for line, row in rows:
-        where = f"{path}:{line}"
-        has_label = fmt.label is not None and (fmt.label in row if isinstance(row, dict) else fmt.label < len(row))
-        label = _field(row, fmt.label, where, "label") if has_label else None
-        text_b = _field(row, fmt.text_b, where, "text_b") if fmt.text_b is not None else None
-        examples.append(InputExample(where, _field(row, fmt.text_a, where, "text_a"), text_b, label))
-    if not examples:
-        raise ValueError(f"{path}: no examples (the file has a header but no rows)")
-    return examples
+        yield f"{path}:{line}", row
 
 
 def _kind_from_name(path) -> str:
@@ -94,7 +100,9 @@ def _delimited_rows(lines, path, kind, fmt):
         yield number, dict(zip(header, fields)) if header else fields
 
 
-def _field(row, column, where, role):
+def field(row, column, where, role):
+    """One column of a row; a missing column or (for texts) an empty one is a ValueError naming
+    the row and the columns it does have."""
     try:
         value = row[column]
     except (KeyError, IndexError):

@@ -83,6 +83,10 @@ class Task(ABC):
 
     per_token_outputs: bool = False  # tagging and span tasks: outputs are (batch, len, ...)
 
+    def feature_length(self, feature: dict) -> int:
+        """Positions the model computes for a feature (for length-grouped and length-sorted batches)."""
+        return len(feature["input_ids"])
+
     def target_fields(self) -> list[str]:
         """Per-feature scalar targets collated as tensors (e.g. ["label"])."""
         return []

@@ -14,7 +14,13 @@ def _squad(**kw):
     return QuestionAnsweringTask(**kw)
 
 
-TASKS = {"classify": SequenceClassificationTask, "regression": RegressionTask, "ner": _ner, "squad": _squad}
+def _multiple_choice(**kw):
+    from .multiple_choice import MultipleChoiceTask
+    return MultipleChoiceTask(**kw)
+
+
+TASKS = {"classify": SequenceClassificationTask, "regression": RegressionTask, "ner": _ner, "squad": _squad,
+         "multiple_choice": _multiple_choice, "swag": _multiple_choice}
 TASK_NAMES = sorted(TASKS) + sorted(GLUE)
 
 

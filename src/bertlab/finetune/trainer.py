@@ -60,7 +60,7 @@ class _Batches:
 
     def __init__(self, task, features, settings, pad_id, device):
         self.task, self.features, self.s, self.pad_id, self.device = task, features, settings, pad_id, device
-        self.lengths = [len(f["input_ids"]) for f in features]
+        self.lengths = [task.feature_length(f) for f in features]
         self.rng = np.random.default_rng(settings.seed)
         self.queue, self.epoch, self.examples_seen = [], 0, 0
 
@@ -85,7 +85,7 @@ def predict_outputs(task, model, features, pad_id=0, batch_size=64, autocast=Non
     model.eval()
     device = next(model.parameters()).device
     outputs = [None] * len(features)
-    lengths = [len(f["input_ids"]) for f in features]
+    lengths = [task.feature_length(f) for f in features]
     batches = list(length_sorted_batches(lengths, batch_size, max_tokens=batch_size * 512))
     for indices in tqdm(batches, desc="predict", unit="batch", disable=not progress, leave=False):
         batch = {k: v.to(device) for k, v in task.collate([features[i] for i in indices], pad_id).items()}
