@@ -7,8 +7,10 @@ from . import embed, similar, tokenize
 from . import generate, gpt_train
 from . import attention, extract_features, fill_mask
 from . import finetune, predict
+from . import create_pretraining_data, vocab
 
-COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, extract_features, fill_mask, attention]
+COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, extract_features, fill_mask, attention,
+            vocab, create_pretraining_data]
 
 
 def build_parser() -> argparse.ArgumentParser:

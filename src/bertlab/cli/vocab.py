@@ -1,0 +1,41 @@
+"""bertlab vocab: learn a WordPiece vocabulary (vocab.txt + tokenizer_config.json) from text."""
+import os
+
+from ..pretraining.vocab import learn_vocab, save_vocab
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "vocab", help="learn a WordPiece vocabulary from text files",
+        description="Learn a WordPiece vocabulary with the tokenizers library's trainer, from the words "
+                    "bertlab's own BasicTokenizer makes of the text (lower-cased and accent-stripped "
+                    "unless --cased, punctuation split off, each CJK character a word), so it fits "
+                    "what the exact tokenizer produces. Writes OUT_DIR/vocab.txt ([PAD] [UNK] [CLS] "
+                    "[SEP] [MASK] first) and tokenizer_config.json, then checks that the text "
+                    "round-trips through it.")
+    p.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files")
+    p.add_argument("-o", "--output-dir", required=True, metavar="OUT_DIR")
+    p.add_argument("--vocab-size", type=int, default=30522, help="at most this many tokens (default 30522)")
+    p.add_argument("--min-frequency", type=int, default=2,
+                   help="a merge must occur at least this often (default 2)")
+    casing = p.add_mutually_exclusive_group()
+    casing.add_argument("--uncased", dest="do_lower_case", action="store_true", default=True,
+                        help="lower-case and strip accents (the default)")
+    casing.add_argument("--cased", dest="do_lower_case", action="store_false", help="keep case and accents")
+    p.add_argument("--overwrite", action="store_true", help="replace a vocab.txt already in OUT_DIR")
+    p.set_defaults(run=run)
+
+
+def run(args):
+    if args.vocab_size < 1 or args.min_frequency < 0:
+        raise ValueError("--vocab-size must be positive and --min-frequency not negative")
+    if os.path.exists(os.path.join(args.output_dir, "vocab.txt")) and not args.overwrite:
+        raise ValueError(f"{args.output_dir}: already has a vocab.txt; pass --overwrite to replace it")
+    vocab, report = learn_vocab(args.files, args.vocab_size, args.min_frequency, args.do_lower_case)
+    save_vocab(vocab, args.output_dir, args.do_lower_case)
+    short = f" (asked for {args.vocab_size}: the text ran out of merges)" if len(vocab) < args.vocab_size else ""
+    print(f"wrote {os.path.join(args.output_dir, 'vocab.txt')}: {report['vocab_size']} tokens{short}, "
+          f"{'uncased' if args.do_lower_case else 'cased'}")
+    print(f"  {report['words']} words ({report['distinct_words']} distinct); "
+          f"{report['split_fraction']:.1%} of them split into several pieces; "
+          f"[UNK] for {report['unknown_words']} (words over 100 characters)")
