@@ -58,6 +58,24 @@ def mean_across(value: float, info: DistInfo) -> float:
     return t.item() / info.world_size
 
 
+def sum_across(values: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """Element-wise sum over ranks of a small CPU tensor: many counters in one all-reduce."""
+    if not info.enabled:
+        return values
+    t = values.to(_comm_device())
+    dist.all_reduce(t)
+    return t.cpu()
+
+
+def gather_objects(obj, info: DistInfo) -> list:
+    """Every rank's `obj` (picklable), in rank order, on every rank."""
+    if not info.enabled:
+        return [obj]
+    out = [None] * info.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
 def _comm_device():
     return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
 

@@ -15,7 +15,8 @@ from ..data.token_stream import TokenStream, eval_blocks
 from ..device import autocast_dtype, pick_device
 from ..models.gpt import GPT, GPTConfig
 from .checkpoint import load_checkpoint, read_checkpoint, rng_states, save_checkpoint, set_rng_states
-from .distributed import DistInfo, all_agree, barrier, cleanup, mean_across, rank_device, setup_distributed
+from .distributed import (DistInfo, all_agree, barrier, cleanup, gather_objects, mean_across, rank_device,
+                          setup_distributed)
 from .metrics import MetricsLog, plot_curves
 from .optim import make_adamw
 from .schedules import make_scheduler
@@ -100,14 +101,6 @@ def evaluate(model, x, y, batch_size, autocast=None, info: DistInfo = DistInfo()
     return mean_across(total / max(count, 1), info)
 
 
-def _gather(obj, info):
-    if not info.enabled:
-        return [obj]
-    out = [None] * info.world_size
-    torch.distributed.all_gather_object(out, obj)
-    return out
-
-
 class _Run:
     """The state of one training run, so the loop below reads as the algorithm."""
 
@@ -155,7 +148,7 @@ class _Run:
         self.log.truncate_after(self.step)
 
     def save(self):
-        ranks = _gather({"stream": self.stream.state_dict(), "rng": rng_states()}, self.info)
+        ranks = gather_objects({"stream": self.stream.state_dict(), "rng": rng_states()}, self.info)
         if self.info.is_main:
             save_checkpoint(self.ckpt, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
                             step=self.step, data_state=ranks,
