@@ -8,9 +8,10 @@ from . import generate, gpt_train
 from . import attention, extract_features, fill_mask
 from . import finetune, predict
 from . import create_pretraining_data, vocab
+from . import pretrain
 
 COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, extract_features, fill_mask, attention,
-            vocab, create_pretraining_data]
+            pretrain, vocab, create_pretraining_data]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,118 @@
+"""bertlab pretrain: masked-LM + next-sentence pretraining of BERT on create-pretraining-data shards."""
+import argparse
+import os
+import sys
+
+EXAMPLE = """examples:
+  bertlab pretrain --data shards128 --eval-data heldout128 --out runs/small --preset small --max-minutes 60
+  bertlab pretrain --data shards128 --data-512 shards512 --phase2-fraction 0.1 --out runs/two-phase
+  torchrun --nproc_per_node 2 -m bertlab pretrain --data shards128 --out runs/ddp   # data parallel
+  bertlab pretrain --data shards128 --out runs/small --resume      # continue exactly where it stopped
+
+OUT gets checkpoint.pt (for --resume), metrics.jsonl, curves.png, summary.json and model/ (HF
+format: config.json with architectures BertForPreTraining, model.safetensors, vocab.txt,
+tokenizer_config.json), which `bertlab finetune --model OUT/model` starts from."""
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "pretrain", help="pretrain BERT (masked LM + next sentence) on create-pretraining-data shards",
+        description="Pretrain BertForPreTraining as run_pretraining.py does: masked-LM loss at the masked "
+                    "positions plus next-sentence loss (masked LM only for data made without NSP), "
+                    "linear warmup then linear decay. With --data-512 the last --phase2-fraction of the "
+                    "steps read the 512-token instances (the BERT paper's two phases).",
+        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("data")
+    g.add_argument("--data", required=True, metavar="DIR", help="shard folder of the main phase (e.g. 128 tokens)")
+    g.add_argument("--data-512", metavar="DIR", help="shard folder of the last phase (512 tokens)")
+    g.add_argument("--phase2-fraction", type=float, default=0.1,
+                   help="share of --max-steps read from --data-512 (default 0.1)")
+    g.add_argument("--eval-data", metavar="DIR", help="shard folder built from held-out documents")
+    g.add_argument("--out", required=True, metavar="DIR", help="run folder (created; reused by --resume)")
+    g = p.add_argument_group("model (one of)")
+    m = g.add_mutually_exclusive_group()
+    m.add_argument("--preset", choices=["tiny", "small", "base"],
+                   help="tiny (L2 H128), small (L4 H256 A4 I1024; the default) or base (L12 H768); "
+                        "the vocabulary size comes from the data")
+    m.add_argument("--config", metavar="FILE", help="a BERT config.json / bert_config.json")
+    m.add_argument("--init-from", metavar="MODEL_DIR", help="continue pretraining an HF-format BERT folder")
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw",
+                   help="adamw (BERT's: weight decay 0.01 except LayerNorm/bias, eps 1e-6; default) or lamb")
+    g.add_argument("--lr", type=float, default=1e-4, help="peak learning rate (1e-4)")
+    g.add_argument("--warmup", type=int, help="linear warmup steps (default 1%% of --max-steps, as BERT's 10k of 1M)")
+    g.add_argument("--weight-decay", type=float, default=0.01)
+    g.add_argument("--batch-size", type=int, default=32, help="instances per micro-batch per process (32)")
+    g.add_argument("--phase2-batch-size", type=int, help="the same for --data-512 (default --batch-size)")
+    g.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (1)")
+    g.add_argument("--grad-clip", type=float, default=1.0, help="global gradient-norm clip (1.0; 0 = off)")
+    g.add_argument("--max-steps", type=int, default=1000, help="optimizer steps; the decay ends here (1000)")
+    g.add_argument("--max-minutes", type=float, help="stop (saving a resumable checkpoint) after this much time")
+    g.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                   help="fp32 (default), bf16 autocast, or fp16 autocast with loss scaling (GPU only)")
+    g.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
+    g.add_argument("--seed", type=int, default=0)
+    g = p.add_argument_group("run")
+    g.add_argument("--eval-every", type=int, default=500, help="steps between held-out evaluations (500)")
+    g.add_argument("--eval-instances", type=int, help="held-out instances per evaluation (default all)")
+    g.add_argument("--save-every", type=int, default=500, help="steps between checkpoints (500)")
+    g.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    g.add_argument("--overwrite", action="store_true",
+                   help="start afresh in an OUT that holds a checkpoint (its checkpoint and log are replaced)")
+    p.set_defaults(run=run)
+
+
+def model_config(args):
+    """The model: a preset sized to the data's vocabulary, a config file, or an existing model's."""
+    from ..interop.pretrained import read_config, resolve
+    from ..models import BertConfig
+    from ..pretraining.shards import PretrainingData
+    from ..pretraining.trainer import preset_config
+    if args.init_from:
+        return read_config(resolve(args.init_from))
+    if args.config:
+        if not os.path.exists(args.config):
+            raise FileNotFoundError(f"--config {args.config}: no such file")
+        return BertConfig.from_json_file(args.config)
+    if not os.path.isdir(args.data):
+        raise FileNotFoundError(f"--data {args.data}: no such folder")
+    return preset_config(args.preset or "small", PretrainingData(args.data).meta["vocab_size"])
+
+
+def run(args):
+    from ..interop.pretrained import resolve
+    from ..pretraining.trainer import PretrainSettings, train_pretraining
+    for name in ("batch_size", "grad_accum", "max_steps", "eval_every", "save_every"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
+    has_checkpoint = os.path.exists(os.path.join(args.out, "checkpoint.pt"))
+    if args.resume and not has_checkpoint:
+        raise FileNotFoundError(f"{args.out}: no checkpoint.pt to --resume from")
+    if has_checkpoint and not (args.resume or args.overwrite):
+        raise ValueError(f"{args.out} holds a training checkpoint: pass --resume to continue it or "
+                         "--overwrite to start again (replacing it)")
+    settings = PretrainSettings(
+        data=args.data, out=args.out, model=model_config(args), data_512=args.data_512,
+        phase2_fraction=args.phase2_fraction, eval_data=args.eval_data,
+        init_from=resolve(args.init_from) if args.init_from else None, batch_size=args.batch_size,
+        phase2_batch_size=args.phase2_batch_size, grad_accum=args.grad_accum, optimizer=args.optimizer, lr=args.lr,
+        warmup=args.warmup if args.warmup is not None else max(1, round(0.01 * args.max_steps)),
+        weight_decay=args.weight_decay, grad_clip=args.grad_clip, max_steps=args.max_steps,
+        max_minutes=args.max_minutes, eval_every=args.eval_every, eval_instances=args.eval_instances,
+        save_every=args.save_every, seed=args.seed, device=args.device, precision=args.precision,
+        resume=args.resume, progress=sys.stderr.isatty() or None)
+    summary = train_pretraining(settings)
+    if summary["world_size"] == 1 or int(os.environ.get("RANK", "0")) == 0:
+        report(args, summary)
+
+
+def report(args, summary):
+    held = summary["held_out"]
+    line = f"{summary['steps']} steps in {summary['seconds']:.0f} s ({summary['tokens_per_s']:,.0f} real tokens/s)"
+    if summary["stopped_by_time"]:
+        line += " (stopped by --max-minutes; --resume continues)"
+    if held:
+        line += f"\nheld-out masked LM: loss {held['mlm_loss']:.3f}, accuracy {held['mlm_accuracy']:.3f}"
+        if "nsp_accuracy" in held:
+            line += f"; next sentence: loss {held['nsp_loss']:.3f}, accuracy {held['nsp_accuracy']:.3f}"
+    print(f"{line}\nmodel: {os.path.join(args.out, 'model')}", file=sys.stderr)

@@ -1,0 +1,76 @@
+"""Held-out pretraining metrics (masked-LM and next-sentence loss and accuracy) and their curves."""
+import contextlib
+
+import numpy as np
+import torch
+
+from ..training.distributed import DistInfo, sum_across
+from .loss import pretraining_loss
+
+
+@torch.no_grad()
+def evaluate(model, data, batch_size: int, device, autocast=None, info: DistInfo = DistInfo(),
+             limit: int | None = None, mask_fn_for=None) -> dict:
+    """mlm_loss (per masked token), mlm_accuracy, and with NSP data nsp_loss and nsp_accuracy,
+    over the first `limit` instances of `data` (all by default); each rank takes every
+    world_size-th instance and the counts are summed across ranks.
+
+    `mask_fn_for(i)` gives the mask function for the i-th batch of dynamically masked data; it is
+    seeded by i, so every evaluation sees the same masks."""
+    was_training = model.training
+    model.eval()
+    nsp = data.meta["nsp"]
+    n = len(data) if limit is None else min(limit, len(data))
+    mine = np.arange(n)[info.rank::info.world_size]
+    # masked-LM loss x count, hits, count; next-sentence loss x count, hits, count
+    sums = torch.zeros(6, dtype=torch.float64)
+    for i, start in enumerate(range(0, len(mine), batch_size)):
+        batch = data.batch(mine[start:start + batch_size], mask_fn_for(i) if data.dynamic else None)
+        batch = {k: v.to(device) for k, v in batch.items()}
+        with autocast or contextlib.nullcontext():
+            _, parts = pretraining_loss(model, batch, nsp)
+        row = [parts["mlm_loss"] * parts["mlm_total"], parts["mlm_correct"], parts["mlm_total"]]
+        if nsp:
+            row += [parts["nsp_loss"] * parts["nsp_total"], parts["nsp_correct"], parts["nsp_total"]]
+        sums[:len(row)] += torch.stack([torch.as_tensor(x, dtype=torch.float64).cpu() for x in row])
+    model.train(was_training)
+    s = sum_across(sums, info).tolist()
+    out = {"mlm_loss": s[0] / max(s[2], 1), "mlm_accuracy": s[1] / max(s[2], 1), "instances": n}
+    if nsp:
+        out.update(nsp_loss=s[3] / max(s[5], 1), nsp_accuracy=s[4] / max(s[5], 1))
+    out["loss"] = out["mlm_loss"] + out.get("nsp_loss", 0.0)
+    return out
+
+
+def plot_pretraining_curves(records: list[dict], path, title: str = ""):
+    """Three panels: train and held-out losses, held-out accuracies, learning rate (PNG, atomic)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..io import atomic_write
+    train = [r for r in records if r["kind"] == "train"]
+    held = [r for r in records if r["kind"] == "eval"]
+    fig, (ax_loss, ax_acc, ax_lr) = plt.subplots(1, 3, figsize=(15, 4))
+    for key, label in (("mlm_loss", "train MLM"), ("nsp_loss", "train NSP")):
+        points = [(r["step"], r[key]) for r in train if key in r]
+        if points:
+            ax_loss.plot(*zip(*points), lw=1, label=label)
+    for key, label in (("mlm_loss", "held-out MLM"), ("nsp_loss", "held-out NSP")):
+        points = [(r["step"], r[key]) for r in held if key in r]
+        if points:
+            ax_loss.plot(*zip(*points), "o-", label=label)
+    ax_loss.set_xlabel("step"), ax_loss.set_ylabel("cross-entropy (nats)"), ax_loss.legend()
+    for key, label in (("mlm_accuracy", "masked LM"), ("nsp_accuracy", "next sentence")):
+        points = [(r["step"], r[key]) for r in held if key in r]
+        if points:
+            ax_acc.plot(*zip(*points), "o-", label=label)
+    ax_acc.set_xlabel("step"), ax_acc.set_ylabel("held-out accuracy"), ax_acc.set_ylim(0, 1)
+    if held:
+        ax_acc.legend()
+    ax_lr.plot([r["step"] for r in train], [r["lr"] for r in train])
+    ax_lr.set_xlabel("step"), ax_lr.set_ylabel("learning rate")
+    fig.suptitle(title)
+    fig.tight_layout()
+    atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=100), mode="wb")
+    plt.close(fig)
