@@ -181,6 +181,15 @@ def test_next_sentence_labels_are_balanced(bert_vocab_path, tmp_path):
     assert data.meta["settings"]["stats"]["random_next"] == labels.sum()
 
 
+def test_line_ends_as_google_reads_them(google_cpd, google_tokenization, bert_vocab_path, tmp_path):
+    """Windows line ends and a lone carriage return split lines as google's reader does."""
+    corpus = tmp_path / "crlf.txt"
+    corpus.write_bytes(NOTES_TEXT.replace("\n", "\r\n").replace("milk.\r\n", "milk.\r").encode())
+    expected = google(google_cpd, google_tokenization, [str(corpus)], bert_vocab_path, **NOTES_FLAGS)
+    got = as_google(ours([str(corpus)], bert_vocab_path, tmp_path / "out", **NOTES_FLAGS), Vocab.load(bert_vocab_path))
+    assert got == expected
+
+
 def test_trim_seq_pair_is_googles(google_cpd):
     for seed in range(200):
         rng = random.Random(seed)

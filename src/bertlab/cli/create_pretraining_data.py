@@ -6,11 +6,13 @@ build and mask the instances of a chunk with a generator seeded from (seed, chun
 process writes the results in chunk order. Memory is bounded by the chunks in flight, and the
 output is the same for any number of workers.
 """
+import json
 import os
 import shutil
 import sys
 from collections import Counter, deque
 
+from ..io import atomic_write_text
 from ..pretraining.instances import (InstanceOptions, Vocabulary, array_rows, chunk_rng, create_training_instances,
                                      instances_to_arrays, read_documents, tokenize_documents)
 from ..pretraining.shards import ShardWriter, write_meta
@@ -21,16 +23,19 @@ def add_parser(subparsers):
     p = subparsers.add_parser(
         "create-pretraining-data", help="make BERT pretraining instances (masked LM + next sentence)",
         description="google-research/bert's create_pretraining_data.py: FILEs hold one sentence per line "
-                    "and a blank line between documents. With the defaults and one chunk, the instances "
-                    "are google's for the same seed. Output: OUT_DIR with memory-mapped shards, vocab.txt, "
-                    "tokenizer_config.json and meta.json (written last; settings and counts inside).")
+                    "and a blank line between documents. Worker processes make the instances of chunks of "
+                    "--chunk-docs documents, each chunk seeded from --random-seed and its index, so the "
+                    "output is the same for any number of workers. A random next sentence comes from the "
+                    "same chunk (google draws from the whole corpus, held in memory): a corpus that fits "
+                    "one chunk gets google's instances exactly. Output: OUT_DIR with memory-mapped shards, "
+                    "vocab.txt, tokenizer_config.json and meta.json (written last; settings and counts inside).")
     p.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files")
     p.add_argument("--vocab", required=True, help="vocab.txt, or a folder holding it (bertlab vocab's output); "
                    "a tokenizer_config.json beside it gives the casing")
     casing = p.add_mutually_exclusive_group()
     casing.add_argument("--uncased", dest="do_lower_case", action="store_true", default=None,
                         help="lower-case and strip accents (default unless tokenizer_config.json says cased)")
-    casing.add_argument("--cased", dest="do_lower_case", action="store_false")
+    casing.add_argument("--cased", dest="do_lower_case", action="store_false", help="keep case and accents")
     p.add_argument("-o", "--output-dir", required=True, metavar="OUT_DIR")
     p.add_argument("--mode", choices=("nsp", "full-sentences"), default="nsp",
                    help="nsp: sentence pairs with next-sentence labels (BERT); full-sentences: RoBERTa's "
@@ -45,9 +50,10 @@ def add_parser(subparsers):
     p.add_argument("--do-whole-word-mask", action="store_true",
                    help="mask all pieces of a word together (a word = a piece and the ## pieces after it)")
     chinese = p.add_mutually_exclusive_group()
-    chinese.add_argument("--chinese-ref", nargs="+", metavar="REF",
-                         help="whole-word masking for Chinese: one file per FILE, one JSON list per non-blank "
-                              "line of the positions of pieces that continue a word (HF run_chinese_ref.py)")
+    chinese.add_argument("--chinese-ref", action="append", metavar="REF",
+                         help="whole-word masking for Chinese: once per FILE, in order; one JSON list per "
+                              "non-blank line of FILE, the positions in [CLS] + its pieces of the pieces that "
+                              "continue a word (what HF's run_chinese_ref.py writes)")
     chinese.add_argument("--jieba", action="store_true",
                          help="whole-word masking for Chinese by jieba's word segmentation (pip install "
                               "'bertlab[chinese]')")
@@ -135,7 +141,7 @@ def create_pretraining_data(files, folder, tokenizer: BertTokenizer, options: In
     shards = writer.close()
     if not shards:
         raise ValueError(f"no instances: {', '.join(map(str, files))} hold no text")
-    tokenizer.save_pretrained(folder)
+    _save_tokenizer(tokenizer, folder)
     stats = {k: v for k, v in sorted(counts.items()) if k != "bytes_read"}
     settings = {"mode": options.mode, "masked_lm_prob": options.masked_lm_prob,
                 "short_seq_prob": options.short_seq_prob, "dupe_factor": options.dupe_factor,
@@ -146,6 +152,15 @@ def create_pretraining_data(files, folder, tokenizer: BertTokenizer, options: In
                max_predictions_per_seq=options.max_predictions_per_seq, vocab_size=len(tokenizer.vocab),
                dynamic_masking=options.dynamic_masking, nsp=options.mode == "nsp", settings=settings)
     return counts
+
+
+def _save_tokenizer(tokenizer: BertTokenizer, folder):
+    """vocab.txt and a fresh tokenizer_config.json (not merged into one a previous run left)."""
+    tokenizer.vocab.save(os.path.join(folder, "vocab.txt"))
+    config = {"do_lower_case": tokenizer.do_lower_case}
+    if tokenizer.special_tokens:
+        config["never_split"] = tokenizer.special_tokens
+    atomic_write_text(os.path.join(folder, "tokenizer_config.json"), json.dumps(config, indent=2) + "\n")
 
 
 def report(counts: Counter, folder) -> str:

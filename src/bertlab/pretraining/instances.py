@@ -18,10 +18,9 @@ workers), so a random B comes from another document of the same chunk.
 label; whole sentences are packed contiguously up to ``max_seq_length``, across document ends,
 with a [SEP] where one document ends and the next begins.
 
-Sentences are lists of piece ids; with whole-word masking each carries a parallel list of flags
+Sentences are arrays of piece ids; with whole-word masking each carries parallel bytes of flags
 (piece continues the word before it) that travels with the pieces through cutting and trimming.
 """
-import codecs
 import os
 import random
 from array import array
@@ -104,7 +103,7 @@ def corpus_lines(path, encoding_errors: str = "strict", counts: Counter | None =
                                      f"{offset + e.start}); --encoding-errors replace turns such bytes "
                                      "into U+FFFD and counts them") from None
                 text = raw.decode("utf-8", "replace")
-                counts["encoding_replacements"] += text.count("\ufffd") - raw.count(codecs.encode("\ufffd"))
+                counts["encoding_replacements"] += text.count("\ufffd") - raw.count("\ufffd".encode())
             offset += len(raw)
             counts["bytes_read"] += len(raw)
             text = text[:-1] if text.endswith("\n") else text
