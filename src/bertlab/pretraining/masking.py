@@ -116,40 +116,60 @@ def make_mask_fn(vocab: Vocab, masked_lm_prob: float = 0.15, max_predictions_per
     V, P = len(vocab), max_predictions_per_seq
 
     def mask_fn(input_ids: np.ndarray, lengths: np.ndarray):
-        output = np.array(input_ids, dtype=np.int64)
-        n = len(output)
-        positions, ids, counts = np.zeros((n, P), np.int64), np.zeros((n, P), np.int64), np.zeros(n, np.int64)
-        for r in range(n):
-            row = output[r, :int(lengths[r])]
-            chosen = _choose(row, never, continues, num_to_predict(len(row), masked_lm_prob, P), rng)
-            m = len(chosen)
-            positions[r, :m], ids[r, :m], counts[r] = chosen, row[chosen], m
-            draw = rng.random(m)
-            row[chosen[draw < 0.8]] = mask_id
-            randomized = chosen[draw >= 0.9]
-            row[randomized] = rng.integers(0, V, len(randomized))
-        return output, positions, ids, counts
+        ids = np.asarray(input_ids, dtype=np.int64)
+        n, L = ids.shape
+        lengths = np.asarray(lengths, dtype=np.int64)
+        cand = (np.arange(L)[None, :] < lengths[:, None]) & ~np.isin(ids, never)
+        k = np.minimum(P, np.maximum(1, np.rint(lengths * masked_lm_prob).astype(np.int64)))  # as num_to_predict
+        chosen = _choose_words(cand, _word_starts(cand, ids, continues), k, rng, whole_words=continues is not None)
+        draw = rng.random((n, L))
+        output = ids.copy()
+        output[chosen & (draw < 0.8)] = mask_id
+        randomized = chosen & (draw >= 0.9)  # and 0.8 <= draw < 0.9 keeps the piece
+        output[randomized] = rng.integers(0, V, int(randomized.sum()))
+        rows, cols = np.nonzero(chosen)  # row by row, positions ascending
+        rank = np.cumsum(chosen, axis=1)[rows, cols] - 1
+        positions, labels = np.zeros((n, P), np.int64), np.zeros((n, P), np.int64)
+        positions[rows, rank], labels[rows, rank] = cols, ids[rows, cols]
+        return output, positions, labels, chosen.sum(1)
 
     return mask_fn
 
 
-def _choose(row: np.ndarray, never: np.ndarray, continues, k: int, rng) -> np.ndarray:
-    """Sorted positions of up to k pieces of one row, whole words at a time when ``continues``."""
-    cand = np.flatnonzero(~np.isin(row, never))
+def _word_starts(cand: np.ndarray, ids: np.ndarray, continues) -> np.ndarray:
+    """Candidates that start a word: all of them, or with whole-word masking those that are not
+    "##" pieces, and the first candidate of a row whatever it is (as google's loop has it)."""
     if continues is None:
-        return np.sort(rng.permutation(cand)[:k])
-    starts = ~continues[row[cand]]
-    starts[:1] = True  # a "##" piece first in line starts a word of its own
-    word = np.cumsum(starts) - 1
-    sizes = np.bincount(word)
-    taken, total = [], 0
-    for w in rng.permutation(len(sizes)):
-        if total >= k:
-            break
-        if total + sizes[w] <= k:
-            taken.append(w)
-            total += sizes[w]
-    return np.sort(cand[np.isin(word, taken)])
+        return cand
+    return cand & (~continues[ids] | (np.cumsum(cand, axis=1) == 1))
+
+
+def _choose_words(cand: np.ndarray, starts: np.ndarray, k: np.ndarray, rng, whole_words: bool) -> np.ndarray:
+    """(n, L) mask of the chosen pieces: words in random order, each taken whole while it fits in
+    the row's k and skipped when it would overshoot -- google's loop, run for all rows at once."""
+    n, L = cand.shape
+    word = np.cumsum(starts, axis=1) - 1  # a candidate's word, counted within its row
+    n_words = starts.sum(1)
+    W = max(int(n_words.max(initial=0)), 1)
+    sizes = np.zeros((n, W), np.int64)
+    rows, cols = np.nonzero(cand)
+    np.add.at(sizes, (rows, word[rows, cols]), 1)
+    keys = rng.random((n, W))
+    keys[np.arange(W)[None, :] >= n_words[:, None]] = 2.0  # no such word: last in line
+    order = np.argsort(keys, axis=1)
+    in_order = np.take_along_axis(sizes, order, axis=1)
+    if not whole_words:  # every word one piece: the first k in the random order
+        taken_in_order = np.arange(W)[None, :] < np.minimum(k, n_words)[:, None]
+    else:
+        taken_in_order, total = np.zeros((n, W), bool), np.zeros(n, np.int64)
+        for j in range(W):
+            size = in_order[:, j]
+            take = (size > 0) & (total < k) & (total + size <= k)
+            taken_in_order[:, j] = take
+            total += take * size
+    taken = np.zeros((n, W), bool)
+    np.put_along_axis(taken, order, taken_in_order, axis=1)
+    return cand & np.take_along_axis(taken, np.clip(word, 0, W - 1), axis=1)
 
 
 def mask_fn_for(data, seed: int = 0):
