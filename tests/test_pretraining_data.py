@@ -572,3 +572,11 @@ def test_chinese_reference_errors(chinese_vocab, tmp_path, capsys):
     code, _, err = run_cli(capsys, text, "--vocab", chinese_vocab, "-o", tmp_path / "e", "--chinese-ref", ref,
                            "--dynamic-masking")
     assert code == 2 and "Chinese whole-word masking needs static masking" in err
+
+
+def test_jieba_missing_is_a_clear_error(chinese_vocab, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "jieba", None)  # import jieba now raises ImportError
+    text = tmp_path / "zh.txt"
+    text.write_text("我们在北京大学学习\n", encoding="utf-8")
+    code, _, err = run_cli(capsys, text, "--vocab", chinese_vocab, "-o", tmp_path / "out", "--jieba")
+    assert code == 2 and "needs the jieba package: pip install 'bertlab[chinese]'" in err
