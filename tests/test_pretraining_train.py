@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from bertlab.models import BertConfig
+from bertlab.models import BertConfig, BertForPreTraining
+from bertlab.pretraining.evaluation import evaluate
 from bertlab.pretraining.lamb import Lamb
+from bertlab.pretraining.shards import PretrainingData, ShardWriter, write_meta
 from bertlab.pretraining.trainer import PretrainSettings, train_pretraining
 from pretraining_data import (TINY, assert_same_training_state, checkpoint, make_folders, train_records,
                               write_folder)
@@ -137,6 +139,10 @@ def test_mlm_loss_falls_on_real_text(folders, tmp_path):
     assert start > 7.0 and end < start - 1.3, (start, end)  # ln(1,581) = 7.37 at the start
     held = summary["held_out"]
     assert held["mlm_loss"] < start - 1.3 and 0.05 < held["mlm_accuracy"] and 0 <= held["nsp_accuracy"] <= 1
+    # evaluation inside the run sees the weights the optimizer just wrote (no stale inference cache)
+    fresh = BertForPreTraining(summary["model"].config)
+    fresh.load_state_dict(summary["model"].state_dict())
+    assert evaluate(fresh, PretrainingData(folders["dev"]), 32, "cpu") == pytest.approx(held, rel=1e-6)
     assert [r["step"] for r in train_records(tmp_path, "eval")] == [30, 60]
     assert (tmp_path / "curves.png").stat().st_size > 10_000
     assert json.loads((tmp_path / "summary.json").read_text())["steps"] == 60
@@ -147,8 +153,6 @@ def test_export_loads_in_transformers_with_equal_logits_and_finetune_starts_from
     from bertlab.finetune.classification import SequenceClassificationTask
     from bertlab.finetune.setup import load_base_model
     from bertlab.interop import load_pretrained
-    from bertlab.models import BertForPreTraining
-    from bertlab.pretraining.shards import PretrainingData
     summary = train_pretraining(settings(folders, tmp_path, max_steps=3, optimizer="lamb"))
     folder = tmp_path / "model"
     config_json = json.loads((folder / "config.json").read_text())
@@ -183,7 +187,6 @@ def test_two_phases_read_their_own_folders(folders, tmp_path):
 
 def test_dynamic_masking_resumes_exactly(folders, tmp_path, monkeypatch):
     pytest.importorskip("bertlab.pretraining.masking")
-    from bertlab.pretraining.shards import PretrainingData
     static = PretrainingData(folders["train"])
     rows = static.rows(np.arange(200))
     instances = []
@@ -195,7 +198,6 @@ def test_dynamic_masking_resumes_exactly(folders, tmp_path, monkeypatch):
                           "next_sentence_label": int(rows["next_sentence_labels"][i])})
     folder = str(tmp_path / "dynamic")
     os.makedirs(folder)
-    from bertlab.pretraining.shards import ShardWriter, write_meta
     writer = ShardWriter(folder, "train", 32, 5, len(folders["tokenizer"].vocab), dynamic_masking=True)
     for inst in instances:
         writer.add(inst)
@@ -230,7 +232,6 @@ def without_speed(out):
 
 
 def test_mlm_only_data_trains_without_nsp(folders, tmp_path):
-    from bertlab.pretraining.shards import PretrainingData
     rows = PretrainingData(folders["dev"])
     instances = [{"input_ids": r["input_ids"][:r["lengths"]].astype(int).tolist(),
                   "segment_ids": [0] * int(r["lengths"]), "masked_lm_positions": r["masked_lm_positions"].tolist(),

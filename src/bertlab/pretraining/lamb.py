@@ -27,7 +27,7 @@ class Lamb(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            beta1, beta2 = group["betas"]
+            by_step = {}  # tensors at the same step share the bias corrections: one foreach call each
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -39,14 +39,31 @@ class Lamb(torch.optim.Optimizer):
                     state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 state["step"] += 1
-                m, v, t = state["exp_avg"], state["exp_avg_sq"], state["step"]
-                m.lerp_(p.grad, 1 - beta1)
-                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-                update = (m / (1 - beta1 ** t)) / ((v / (1 - beta2 ** t)).sqrt_().add_(group["eps"]))
-                if group["weight_decay"]:
-                    update.add_(p, alpha=group["weight_decay"])
-                # tensors, not floats: no device-to-host sync per parameter on a GPU
-                w_norm, u_norm = torch.linalg.vector_norm(p), torch.linalg.vector_norm(update)
-                ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
-                p.sub_(update.mul_(ratio * group["lr"]))
+                by_step.setdefault(state["step"], []).append(p)
+            for t, params in by_step.items():
+                self._update(params, t, group)
         return loss
+
+    def _update(self, params, t: int, group):
+        """The update of the module docstring for tensors at step t, a whole list per kernel call
+        (torch._foreach_*: one pass over the list instead of ~10 Python-dispatched ops per tensor)."""
+        beta1, beta2 = group["betas"]
+        grads = [p.grad for p in params]
+        m = [self.state[p]["exp_avg"] for p in params]
+        v = [self.state[p]["exp_avg_sq"] for p in params]
+        torch._foreach_lerp_(m, grads, 1 - beta1)
+        torch._foreach_mul_(v, beta2)
+        torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
+        denom = torch._foreach_div(v, 1 - beta2 ** t)
+        torch._foreach_sqrt_(denom)
+        torch._foreach_add_(denom, group["eps"])
+        update = torch._foreach_div(m, 1 - beta1 ** t)
+        torch._foreach_div_(update, denom)
+        if group["weight_decay"]:
+            torch._foreach_add_(update, params, alpha=group["weight_decay"])
+        # the trust ratios as one tensor: no device-to-host sync per parameter on a GPU
+        w_norm = torch.stack(torch._foreach_norm(params))
+        u_norm = torch.stack(torch._foreach_norm(update))
+        ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+        torch._foreach_mul_(update, list((ratio * group["lr"]).unbind()))
+        torch._foreach_sub_(params, update)

@@ -77,7 +77,10 @@ def make_optimizer(model, name: str, lr: float, weight_decay: float):
     """BERT's AdamW (eps 1e-6, betas 0.9/0.999) or LAMB, neither decaying LayerNorm or biases."""
     groups = param_groups(model, weight_decay)
     if name == "adamw":
-        return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-6)
+        # foreach: about 2x faster than the per-tensor loop on a CPU. Not fused=True (4x faster still):
+        # torch's fused kernel leaves the parameters' version counters alone, so caches keyed on them
+        # (core attention's stacked QKV for no-grad passes) would serve stale weights to evaluation.
+        return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-6, foreach=True)
     if name == "lamb":
         return Lamb(groups, lr=lr, betas=(0.9, 0.999), eps=1e-6)
     raise ValueError(f"unknown optimizer {name!r}; choose one of {OPTIMIZERS}")
