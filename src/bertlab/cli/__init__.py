@@ -7,11 +7,12 @@ from . import embed, similar, tokenize
 from . import generate, gpt_train
 from . import attention, extract_features, fill_mask
 from . import finetune, predict
+from . import data
 from . import create_pretraining_data, vocab
 from . import pretrain
 
 COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, extract_features, fill_mask, attention,
-            pretrain, vocab, create_pretraining_data]
+            pretrain, vocab, create_pretraining_data, data]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,97 @@
+"""bertlab data: build data sets from what this machine already has (no downloads).
+
+One subcommand per data set. To add one, write `add_NAME(subparsers)` (its parser, with
+`set_defaults(run=...)`) and list it in SUBCOMMANDS."""
+import argparse
+import sys
+
+ENGLISH_EXAMPLE = """example:
+  bertlab data english-corpus -o corpus/english            # every source, >= 20 MB or an error
+  bertlab data english-corpus -o /tmp/man --sources man,info --min-mb 0
+
+DIR gets train.txt and heldout.txt (one sentence per line, a blank line between documents: the
+input format of google-research/bert's create_pretraining_data.py), stats.json (files, documents,
+sentences and bytes per source; what was rejected) and SOURCES.md (where the text came from)."""
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "data", help="build data sets from this machine's own text (pretraining corpora)",
+        description="Build data sets from text already on this machine; nothing is downloaded.")
+    sub = p.add_subparsers(dest="data_command", metavar="DATASET", required=True)
+    for add in SUBCOMMANDS:
+        add(sub)
+
+
+def add_english_corpus(subparsers):
+    from ..data.english_corpus import SOURCE_ORDER
+    p = subparsers.add_parser(
+        "english-corpus", help="English prose from installed documentation, one sentence per line",
+        description="A pretraining corpus of English prose from the documentation installed here: "
+                    "licences, package descriptions, Python docstrings, info manuals, manual pages "
+                    "and /usr/share/doc. Code, tables, headings, changelog headers, addresses and "
+                    "non-English text are left out, sentences are split by rule and de-duplicated, "
+                    "and about 2% of documents (by a hash of their names) are held out.",
+        epilog=ENGLISH_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-o", "--out", required=True, metavar="DIR", help="output folder (created)")
+    p.add_argument("--min-mb", type=float, default=20.0,
+                   help="fail unless train.txt reaches this many MB (default 20; 0 accepts any size)")
+    p.add_argument("--sources", default=",".join(SOURCE_ORDER),
+                   help=f"comma-separated, read in this order (default {','.join(SOURCE_ORDER)})")
+    p.add_argument("--heldout", type=float, default=0.02, help="share of documents held out (default 0.02)")
+    p.add_argument("--min-sentences", type=int, default=2, help="shortest document kept (default 2 sentences)")
+    p.add_argument("--workers", type=int, help="reader processes (default: the CPU count, at most 4)")
+    p.add_argument("--root", default="/", metavar="PREFIX",
+                   help="read another system's tree: every source path under PREFIX (default /)")
+    p.set_defaults(run=run_english_corpus)
+
+
+def run_english_corpus(args):
+    from ..data.english_corpus import SOURCE_ORDER, build_corpus, default_roots
+    sources = [s.strip() for s in args.sources.split(",") if s.strip()]
+    unknown = sorted(set(sources) - set(SOURCE_ORDER))
+    if unknown or not sources:
+        raise ValueError(f"--sources: unknown {', '.join(unknown) or '(none given)'}; "
+                         f"choose from {', '.join(SOURCE_ORDER)}")
+    if not 0 <= args.heldout < 1:
+        raise ValueError(f"--heldout {args.heldout}: give a share in [0, 1)")
+    summary = build_corpus(args.out, default_roots(args.root), sources=sources, heldout_share=args.heldout,
+                           min_sentences=args.min_sentences, workers=args.workers)
+    _report(summary, args.out)
+    mb = summary["total"]["bytes"] / 1e6
+    if mb < args.min_mb:
+        raise ValueError(f"only {mb:.1f} MB of English prose found here (--min-mb {args.min_mb:g}); "
+                         f"the files are written; see {args.out}/stats.json for what each source gave")
+    return 0
+
+
+def add_python_docs(subparsers):
+    p = subparsers.add_parser(
+        "python-docs", help="the shipped Python docstring summaries in the same corpus format",
+        description="data/python-docs/summaries.txt (first sentences of the standard library's "
+                    "docstrings, PSF licence) as a small pretraining corpus: one document per "
+                    "module, one sentence per line; whole modules held out as english-corpus does.")
+    p.add_argument("-o", "--out", required=True, metavar="DIR", help="output folder (created)")
+    p.add_argument("--summaries", default="data/python-docs/summaries.txt", metavar="FILE",
+                   help="the summaries file (default data/python-docs/summaries.txt)")
+    p.add_argument("--heldout", type=float, default=0.02, help="share of modules held out (default 0.02)")
+    p.set_defaults(run=run_python_docs)
+
+
+def run_python_docs(args):
+    from ..data.english_corpus import python_docs_corpus
+    _report(python_docs_corpus(args.summaries, args.out, args.heldout), args.out)
+    return 0
+
+
+def _report(summary: dict, out: str):
+    total = summary["total"]
+    print(f"{out}: {total['documents']:,} documents, {total['sentences']:,} sentences, "
+          f"{total['bytes'] / 1e6:.1f} MB in train.txt; {total['heldout_documents']:,} documents held out",
+          file=sys.stderr)
+    for name, s in summary.get("sources", {}).items():
+        print(f"  {name:9} {s['bytes'] / 1e6:7.2f} MB  {s['documents']:7,} documents  {s['sentences']:9,} sentences",
+              file=sys.stderr)
+
+
+SUBCOMMANDS = [add_english_corpus, add_python_docs]
