@@ -185,6 +185,16 @@ def test_two_phases_read_their_own_folders(folders, tmp_path):
     assert state[0]["index"] == 6 * 8 and state[1]["index"] == 2 * 4
 
 
+def test_init_from_a_model_folder_and_the_time_budget(folders, tmp_path):
+    first = train_pretraining(settings(folders, tmp_path / "first", max_steps=2))["model"]
+    again = train_pretraining(settings(folders, tmp_path / "again", init_from=str(tmp_path / "first" / "model"),
+                                       lr=0.0, max_steps=5, max_minutes=0.0))
+    assert again["steps"] == 1 and again["stopped_by_time"]  # the budget is checked after every step
+    for (name, p), q in zip(first.state_dict().items(), again["model"].state_dict().values()):
+        assert torch.equal(p, q), name  # lr 0: the weights are the ones it started from
+    assert checkpoint(tmp_path / "again")["step"] == 1 and (tmp_path / "again" / "model").exists()
+
+
 def test_dynamic_masking_resumes_exactly(folders, tmp_path, monkeypatch):
     pytest.importorskip("bertlab.pretraining.masking")
     static = PretrainingData(folders["train"])
@@ -256,3 +266,7 @@ def test_clear_errors(folders, tmp_path, capsys):
     assert main(base + ["--data", folders["train"], "--preset", "tiny", "--precision", "fp16", "--device", "cpu"]) == 2
     assert "fp16 is for GPUs; on the CPU use --precision bf16" in capsys.readouterr().err
     assert not (tmp_path / "out" / "checkpoint.pt").exists()
+    tiny = base + ["--data", folders["train"], "--config", str(tmp_path / "tiny.json"), "--batch-size", "4"]
+    config(folders["tokenizer"]).to_json_file(tmp_path / "tiny.json")
+    assert main(tiny) == 0
+    assert main(tiny) == 2 and "pass --resume to continue it or --overwrite" in capsys.readouterr().err
