@@ -169,8 +169,9 @@ def test_export_loads_in_transformers_with_equal_logits_and_finetune_starts_from
     real = batch["attention_mask"].bool()
     torch.testing.assert_close(mlm[real], want.prediction_logits[real], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(nsp, want.seq_relationship_logits, atol=1e-5, rtol=1e-5)
-    again, tokenizer, report = load_pretrained(folder, BertForPreTraining)  # strict: every tensor present
+    again, tokenizer, _ = load_pretrained(folder, BertForPreTraining)  # strict: every tensor present
     assert tokenizer.do_lower_case and len(tokenizer.vocab) == ours.config.vocab_size
+    torch.testing.assert_close(again.mlm.bias, ours.mlm.bias)
     model, _ = load_base_model(SequenceClassificationTask(["a", "b"]), folder, quiet=True)
     torch.testing.assert_close(model.bert.get_embedding_table(), ours.bert.get_embedding_table())
 
@@ -239,6 +240,16 @@ def crash_after_saving_at(step, monkeypatch):
 
 def without_speed(out):
     return [{k: v for k, v in r.items() if k != "tokens_per_s"} for r in train_records(out)]
+
+
+def test_bf16_autocast_trains(folders, tmp_path):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "no native bf16" on CPUs without it
+        summary = train_pretraining(settings(folders, tmp_path, precision="bf16", max_steps=2, eval_data=folders["dev"],
+                                             eval_instances=16))
+    assert all(np.isfinite(r["loss"]) for r in train_records(tmp_path)) and summary["held_out"]["instances"] == 16
+    assert next(summary["model"].parameters()).dtype is torch.float32  # autocast, not a bf16 model
 
 
 def test_mlm_only_data_trains_without_nsp(folders, tmp_path):

@@ -165,9 +165,9 @@ class _Run:
         self.device = rank_device(device, self.info)
         self.phases = self._phases()
         self.eval_data = open_data(s.eval_data, s.model, "--eval-data") if s.eval_data else None
-        if self.eval_data:
+        if self.eval_data is not None:
             _check_same_vocab(self.phases[0].data, self.eval_data)
-        self.eval_masks = DynamicMasks(self.eval_data) if self.eval_data and self.eval_data.dynamic else None
+        self.eval_masks = DynamicMasks(self.eval_data) if self.eval_data is not None and self.eval_data.dynamic else None
         torch.manual_seed(s.seed)  # the same initial weights on every rank
         self.model = BertForPreTraining(s.model).to(self.device)
         if s.init_from:
@@ -282,7 +282,7 @@ def train_pretraining(s: PretrainSettings) -> dict:
     """Train (or resume) to max_steps or max_minutes, then write OUT/model (HF format) and
     OUT/summary.json; returns the summary with the model under "model"."""
     run = _Run(s)
-    info, start, first_step = run.info, time.time(), run.step
+    info, start = run.info, time.time()
     bar = tqdm(total=s.max_steps, initial=run.step, unit="step", disable=not (info.is_main and s.progress),
                dynamic_ncols=True)
     autocast, stopped_early, tokens, last = autocast_context(run.device, run.dtype), False, 0.0, {}
