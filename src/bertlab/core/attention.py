@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .linear import Linear
+from .linear import Linear, weight_stamp
 
 
 def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0, need_weights=False):
@@ -120,7 +120,7 @@ class MultiHeadAttention(nn.Module):
         params += [] if self.query.bias is None else [self.query.bias, self.key.bias, self.value.bias]
         if torch.is_grad_enabled() or params[0].is_inference():  # inference tensors keep no version
             return torch.cat(params[:3]), torch.cat(params[3:]) if len(params) > 3 else None
-        stamp = [(p._version, p.data_ptr(), p.device, p.dtype) for p in params]
+        stamp = [(weight_stamp(p), p.device, p.dtype) for p in params]
         if getattr(self, "_stacked", None) is None or self._stacked[0] != stamp:
             self._stacked = (stamp, torch.cat(params[:3]), torch.cat(params[3:]) if len(params) > 3 else None)
         return self._stacked[1], self._stacked[2]

@@ -10,6 +10,7 @@ inputs of exactly that many rows, without autograd, while the weight is unchange
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 
 def mkl_packing_available() -> bool:
@@ -20,17 +21,36 @@ class PackedWeight:
     """A weight reordered by MKL for `rows`-row inputs, and the stamp of the weight it came from."""
 
     def __init__(self, weight: torch.Tensor, rows: int):
-        self.rows, self.stamp = rows, _stamp(weight)
+        self.rows, self.stamp = rows, weight_stamp(weight)
         self.packed = torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), rows)
 
     def usable(self, x, weight) -> bool:
         return (not torch.is_grad_enabled() and x.numel() == self.rows * x.size(-1)
-                and self.stamp == _stamp(weight))
+                and self.stamp == weight_stamp(weight))
 
 
-def _stamp(weight):
+_optimizer_steps = 0
+
+
+def _count_step(optimizer, args, kwargs):
+    global _optimizer_steps
+    _optimizer_steps += 1
+
+
+# A fused optimizer (torch.optim.AdamW(fused=True)) writes the parameters without bumping their
+# version counters, so a stamp also counts optimizer steps (every torch.optim.Optimizer's step runs
+# this hook): a cache stamped before any step is stale after it.
+register_optimizer_step_post_hook(_count_step)
+
+
+def weight_stamp(weight):
+    """What identifies a weight's current values for the caches derived from it (packed or stacked
+    copies): its version counter, its storage, and the number of optimizer steps taken so far."""
     # inference tensors (made under torch.inference_mode) cannot change and carry no version counter
-    return (-1 if weight.is_inference() else weight._version), weight.data_ptr()
+    return (-1 if weight.is_inference() else weight._version), weight.data_ptr(), _optimizer_steps
+
+
+_stamp = weight_stamp  # the name models/gpt.py uses for its packed tied head
 
 
 def can_pack(weight) -> bool:
