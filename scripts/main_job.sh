@@ -26,3 +26,17 @@ bertlab finetune --task classify --model minilm --text-a description --label sec
 printf 'description\nwait for a child process to change state\nformatted output conversion\noverview of the kernel keyring\n' \
   > "$OUT/new.tsv"
 bertlab predict --model "$OUT/model" "$OUT/new.tsv"
+
+echo
+echo "== 4. BERT pretraining from raw text: the shipped docstring summaries -> a WordPiece vocabulary -> =="
+echo "==    google's masked, paired instances -> MLM + NSP training of a tiny BERT (about a minute) =="
+PT=${BERTLAB_RUNS:-runs}/pretrain
+bertlab data python-docs -o "$PT/corpus" --heldout 0.1
+bertlab vocab "$PT/corpus/train.txt" --vocab-size 4000 -o "$PT/vocab" --overwrite
+for split in train heldout; do
+  bertlab create-pretraining-data "$PT/corpus/$split.txt" --vocab "$PT/vocab" -o "$PT/$split" \
+    --max-seq-length 64 --max-predictions-per-seq 10 --dupe-factor 5 --overwrite
+done
+bertlab pretrain --data "$PT/train" --eval-data "$PT/heldout" --preset tiny --batch-size 16 --lr 1e-3 \
+  --warmup 10 --max-steps 80 --eval-every 40 --save-every 80 --out "$PT/run" --overwrite
+echo "held-out masked-LM / next-sentence accuracy: $PT/run/summary.json; curves: $PT/run/curves.png"
