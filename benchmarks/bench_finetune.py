@@ -6,7 +6,11 @@ DIR holds train/dev/test .tsv with `section` labels and `description` texts (bui
 machine's manual pages by data/manpages/make_manpages.py). Both sides start from the real
 all-MiniLM-L6-v2 with a new classifier head, AdamW (--lr, default 5e-5; weight decay 0.01, eps 1e-6),
 10% warmup then linear decay, dropout 0.1, --batch-size (default 32), dynamic padding, an evaluation on dev after every
-epoch and the best dev model kept, then scored on test.
+epoch and the best dev model kept, then scored on test. Both use torch's fused AdamW (HF Trainer's default).
+
+Timing: bertlab's seconds cover finetune() whole -- tokenizing the data, every step, and saving the
+model folder; HF's cover trainer.train() only (its tokenizing happens before). The ratio is therefore
+conservative for bertlab.
 
 --mode quality: the above, plus a TF-IDF + logistic-regression baseline on the same split.
 --mode speed: training throughput only (one epoch, no evaluation), HF Trainer with and without
@@ -69,7 +73,8 @@ def run_bertlab(folder, out, epochs, evaluate=True, lr=5e-5, batch=32, seed=0):
     start = time.perf_counter()
     summary = finetune(task, model, tokenizer, train, dev, out, settings)
     seconds = time.perf_counter() - start
-    result = {"seconds": seconds, "examples_per_s": len(train) * epochs / seconds, "dev": summary["dev"]}
+    result = {"seconds": seconds, "examples_per_s": len(train) * epochs / seconds, "dev": summary["dev"],
+              "train_steps_examples_per_s": summary["train_examples_per_s"]}  # steps only, no tokenizing/saving
     if evaluate:
         task, model, tokenizer = load_finetuned(os.path.join(out, "model"))
         test = task.read(os.path.join(folder, "test.tsv"))

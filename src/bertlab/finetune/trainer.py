@@ -15,7 +15,7 @@ from ..device import autocast_dtype, pick_device
 from ..inference.embed import length_sorted_batches
 from ..training.lm_trainer import autocast_context, train_step
 from ..training.metrics import MetricsLog
-from ..training.optim import param_groups
+from ..training.optim import make_adamw
 from ..training.schedules import make_scheduler
 from .folder import save_finetuned
 
@@ -108,7 +108,7 @@ def finetune(task, model, tokenizer, train_examples, dev_examples, out_dir, s: F
     dev_features = task.featurize(dev_examples, tokenizer) if dev_examples else []
     steps_per_epoch = math.ceil(len(train_features) / (s.batch_size * s.grad_accum))
     total = s.max_steps or max(1, math.ceil(s.epochs * steps_per_epoch))
-    optimizer = torch.optim.AdamW(param_groups(model, s.weight_decay), lr=s.lr, betas=(0.9, 0.999), eps=1e-6)
+    optimizer = make_adamw(model, s.lr, s.weight_decay, betas=(0.9, 0.999), eps=1e-6)
     scheduler = make_scheduler(optimizer, "linear", int(s.warmup_proportion * total), total, min_ratio=0.0)
     eval_every = s.eval_every or steps_per_epoch
     log = MetricsLog(f"{out_dir}/metrics.jsonl")
