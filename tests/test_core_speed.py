@@ -1,10 +1,13 @@
 """The core's speed paths compute what the plain paths compute: caches derived from weights follow
-every kind of weight update, and the explicit training attention equals the fused kernel's math."""
+every kind of weight update; packed (unpadded) blocks, the last layer at a few positions and the
+explicit training attention give the outputs and gradients of the plain computation."""
 import pytest
 import torch
 
-from bertlab.core import MultiHeadAttention
+from bertlab.core import EncoderBlock, MultiHeadAttention, padding_mask, scaled_dot_product_attention
 from bertlab.core.linear import Linear, PackedWeight, can_pack
+from bertlab.core.packing import Packing
+from bertlab.models import BertConfig, BertForPreTraining
 
 
 @pytest.mark.parametrize("optimizer", [
@@ -41,3 +44,94 @@ def test_packed_weight_is_stale_after_a_fused_optimizer_step():
     torch.optim.AdamW(layer.parameters(), lr=0.1, fused=True).step()
     with torch.no_grad():
         assert not packed.usable(x, layer.weight)
+
+
+# ---- unpadding and the last layer at a few positions -----------------------------------------
+
+def _mask(lengths, length):
+    return (torch.arange(length)[None, :] < torch.tensor(lengths)[:, None]).long()
+
+
+def test_pack_and_unpack_are_inverse_and_so_are_their_gradients():
+    am = _mask([5, 2, 4], 5)
+    packing = Packing(am)
+    x = torch.randn(3, 5, 4, requires_grad=True)
+    packed = packing.pack(x)
+    torch.testing.assert_close(packed, x[am.bool()])
+    back = packing.unpack(packed)
+    torch.testing.assert_close(back, x * am[..., None])
+    g = torch.randn(3, 5, 4)
+    back.backward(g)
+    torch.testing.assert_close(x.grad, g * am[..., None])
+    torch.testing.assert_close(packing.rows(torch.tensor([[4, 0], [1, 0], [3, 2]])),
+                               torch.tensor([[4, 0], [6, 5], [10, 9]]))
+    with pytest.raises(ValueError, match="padding"):
+        packing.rows(torch.tensor([[0], [3], [0]]))
+
+
+@pytest.mark.parametrize("queries", [False, True])
+def test_packed_encoder_block_equals_padded_at_real_positions(queries):
+    torch.manual_seed(0)
+    block = EncoderBlock(16, 4, 32, dropout=0.0)
+    am = _mask([7, 3, 5], 7)
+    x = torch.randn(3, 7, 16)
+    rows = torch.tensor([[0, 2, 6], [0, 1, 2], [0, 4, 1]])
+    mask, packing = padding_mask(am), Packing(am)
+
+    def run(packed):
+        block.zero_grad()
+        source = x.clone().requires_grad_()
+        inp = packing.pack(source) if packed else source
+        q = None
+        if queries:
+            q = inp.index_select(0, packing.rows(rows).reshape(-1)).view(3, 3, 16) if packed else \
+                inp.gather(1, rows[..., None].expand(-1, -1, 16))
+        out, _ = block(inp, mask, queries=q, packing=packing if packed else None)
+        real = out if queries else (out if packed else out[am.bool()])
+        real.square().sum().backward()
+        return real, source.grad, [p.grad.clone() for p in block.parameters()]
+
+    (out_a, gx_a, gp_a), (out_b, gx_b, gp_b) = run(False), run(True)
+    torch.testing.assert_close(out_b, out_a)
+    torch.testing.assert_close(gx_b, gx_a)
+    for a, b in zip(gp_a, gp_b):
+        torch.testing.assert_close(b, a)
+
+
+@pytest.mark.parametrize("lengths", [[9, 4, 6], [9, 9, 9]])
+def test_pretraining_forward_at_masked_positions_equals_the_full_forward(lengths):
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=4,
+                        intermediate_size=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = BertForPreTraining(config)
+    ids, am = torch.randint(5, 50, (3, 9)), _mask(lengths, 9)
+    types = (torch.arange(9) >= 4).long().expand(3, -1)
+    positions = torch.tensor([[1, 3, 0], [2, 3, 0], [5, 1, 4]])
+
+    def run(fast):
+        model.zero_grad()
+        if fast:
+            mlm, nsp = model(ids, types, am, positions)
+        else:
+            out = model.bert(ids, types, am)
+            mlm, nsp = model.mlm(out.sequence_output, positions), model.nsp(out.pooled_output)
+        (mlm.square().sum() + nsp.square().sum()).backward()
+        return mlm, nsp, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    (mlm_a, nsp_a, g_a), (mlm_b, nsp_b, g_b) = run(False), run(True)
+    torch.testing.assert_close(mlm_b, mlm_a)
+    torch.testing.assert_close(nsp_b, nsp_a)
+    assert g_a.keys() == g_b.keys()
+    for name in g_a:
+        torch.testing.assert_close(g_b[name], g_a[name], msg=name)
+
+
+def test_training_attention_with_dropout_is_dropout_of_the_softmax():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
+    mask = padding_mask(_mask([5, 3], 5))
+    torch.manual_seed(1)
+    out, _ = scaled_dot_product_attention(q, k, v, mask, dropout_p=0.3)
+    torch.manual_seed(1)
+    probs = (q @ k.transpose(-2, -1) / 2).masked_fill(~mask, float("-inf")).softmax(-1)
+    torch.testing.assert_close(out, torch.nn.functional.dropout(probs, 0.3) @ v)

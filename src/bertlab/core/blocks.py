@@ -35,9 +35,21 @@ class EncoderBlock(nn.Module):
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, act)
         self.feed_forward_sublayer = SublayerConnection(d_model, dropout, norm_first, eps)
 
-    def forward(self, x, mask=None, need_weights=False):
-        a, weights = self.attention(self.attention_sublayer.before(x), mask=mask, need_weights=need_weights)
-        x = self.attention_sublayer.after(x, a)
+    def forward(self, x, mask=None, need_weights=False, queries=None, packing=None):
+        """queries: (batch, n, d_model) rows of x to compute outputs for (default: all of x); the
+        keys and values still come from all of x. A model whose heads read a few positions of the
+        last layer (BERT pretraining: 21 of 128) computes only those there.
+
+        packing (core.packing.Packing): x is (tokens, d_model), the real tokens of a padded batch
+        only; every sublayer but attention works position by position, so padding costs nothing."""
+        if queries is None:
+            a, weights = self.attention(self.attention_sublayer.before(x), mask=mask, need_weights=need_weights,
+                                        packing=packing)
+            x = self.attention_sublayer.after(x, a)
+        else:
+            a, weights = self.attention(self.attention_sublayer.before(queries), self.attention_sublayer.before(x),
+                                        mask=mask, need_weights=need_weights, packing=packing)
+            x = self.attention_sublayer.after(queries, a)
         x = self.feed_forward_sublayer.after(x, self.feed_forward(self.feed_forward_sublayer.before(x)))
         return x, weights
 

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..core import EncoderBlock, activation, padding_mask
+from ..core.packing import Packing
 from .bert_config import BertConfig
 
 
@@ -97,6 +98,28 @@ class BertModel(nn.Module):
                 attentions.append(weights)
         return BertOutput(x, self.pooler(x), hidden_states, attentions)
 
+    def forward_at(self, positions, input_ids, token_type_ids=None, attention_mask=None) -> BertOutput:
+        """The last layer's output at `positions` (batch, n) only, (batch, n, hidden), and the pooled
+        [CLS]: what the pretraining heads read. Exact, and cheaper than forward() in two ways:
+        the padding is packed away (core.packing: position-wise layers skip it), and the last
+        layer computes only the n positions and [CLS] (its keys and values still see every token)."""
+        packing = mask = None
+        if attention_mask is not None and not bool(attention_mask.all()):
+            mask, packing = padding_mask(attention_mask), Packing(attention_mask)
+        x = self.embeddings.sum_embeddings(input_ids, token_type_ids)
+        if packing is not None:
+            x = packing.pack(x)
+        x = self.embeddings.dropout(self.embeddings.norm(x))
+        rows = torch.cat([positions.new_zeros(len(positions), 1), positions], 1)  # [CLS] first, for the pooler
+        for layer in self.layers[:-1]:
+            x, _ = layer(x, mask, packing=packing)
+        if packing is not None:
+            queries = x.index_select(0, packing.rows(rows).reshape(-1)).view(*rows.shape, -1)
+        else:
+            queries = x.gather(1, rows[..., None].expand(-1, -1, x.size(-1)))
+        x, _ = self.layers[-1](x, mask, queries=queries, packing=packing)
+        return BertOutput(x[:, 1:], self.pooler(x))
+
     def get_embedding_table(self):
         return self.embeddings.word_embeddings.weight
 
@@ -150,5 +173,9 @@ class BertForPreTraining(nn.Module):
             self.nsp.apply(self.bert._init_weights)
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, masked_lm_positions=None):
-        out = self.bert(input_ids, token_type_ids, attention_mask)
-        return self.mlm(out.sequence_output, masked_lm_positions), self.nsp(out.pooled_output)
+        """(MLM logits at masked_lm_positions, or at every position when None; NSP logits)."""
+        if masked_lm_positions is None:
+            out = self.bert(input_ids, token_type_ids, attention_mask)
+        else:  # without the padding, and the last layer at the masked positions only: exact, ~25% less work
+            out = self.bert.forward_at(masked_lm_positions, input_ids, token_type_ids, attention_mask)
+        return self.mlm(out.sequence_output), self.nsp(out.pooled_output)
