@@ -203,6 +203,9 @@ def fake_root(tmp_path):
           " The widget tool frobnicates the widgets of a system.\n .\n It is fast and it is small.\n\n"
           "Package: other\nDescription: synopsis only\n")
     write("/var/lib/apt/lists/deb_dists_main_binary-amd64_Packages", "Package: widget\nDescription: a widget tool\n")
+    write("/var/lib/apt/lists/deb_dists_main_i18n_Translation-en", "Package: gadget\nDescription-md5: 0123\n"
+          "Description-en: a gadget\n The gadget measures how long a widget runs.\n .\n It writes a report "
+          "at the end.\n\n")
     write(sysconfig.get_paths()["stdlib"] + "/widget.py",
           '"""Widgets for the standard library.\n\nThe module holds one class and one function."""\n\n'
           'class Widget:\n    """A widget that can be turned on.\n\n    >>> Widget().on()\n    True\n    """\n\n'
@@ -250,7 +253,8 @@ def test_corpus_from_a_fake_tree(fake_root, tmp_path):
     assert src["doc"]["dropped_duplicates"] == 2
     assert src["man"]["files"] == 2 and src["man"]["documents"] == 1  # the alias has no text
     assert src["doc"]["files"] == 3  # README.md, changelog, index.html: the copy and the PNG are not read
-    assert src["apt"]["documents"] == 0  # synopses only
+    assert src["apt"]["files"] == 2 and src["apt"]["documents"] == 1  # Packages holds synopses only
+    assert "The gadget measures how long a widget runs." in sentences
     assert src["python"]["files"] == 1
     assert summary["total"]["documents"] + summary["total"]["heldout_documents"] == len(train)
     assert "| man |" in (out / "SOURCES.md").read_text()

@@ -6,8 +6,8 @@ sentence keeps it, e.g. the GPL goes to `licenses`, not to each package's copyri
 
     licenses  /usr/share/common-licenses/*             one document per licence
     dpkg      /var/lib/dpkg/status                     long descriptions of installed packages
-    apt       /var/lib/apt/lists/*_Packages(.lz4)      long descriptions of every package (when
-                                                       the lists carry them; synopses are phrases)
+    apt       /var/lib/apt/lists/*_Packages,           long descriptions of every package, where
+              *_Translation-en (.lz4, .gz)             the lists carry them (synopses are phrases)
     python    the standard library's docstrings        one document per module (parsed, not imported)
     info      /usr/share/info/*.info*                  one document per node
     man       /usr/share/man/man*/                     English pages, one document per page
@@ -68,7 +68,8 @@ def find_files(source: str, root: Path) -> list[Path]:
     if source == "dpkg":
         return [root] if root.is_file() else []
     if source == "apt":
-        return sorted(p for p in root.glob("*_Packages*") if p.suffix in ("", ".lz4", ".gz"))
+        return sorted(p for pattern in ("*_Packages*", "*_Translation-en*") for p in root.glob(pattern)
+                      if p.suffix in ("", ".lz4", ".gz"))
     if source == "python":
         found = []
         for folder, dirs, names in os.walk(root):  # pruned as it goes: site-packages is large
@@ -134,7 +135,7 @@ def _package_descriptions(text: str, source: str) -> list[tuple[str, list[str]]]
     documents = []
     for stanza in text.split("\n\n"):
         package = re.search(r"^Package: *(\S+)", stanza, re.MULTILINE)
-        description = re.search(r"^Description: [^\n]*\n((?: [^\n]*\n?)*)", stanza, re.MULTILINE)
+        description = re.search(r"^Description(?:-en)?: [^\n]*\n((?: [^\n]*\n?)*)", stanza, re.MULTILINE)
         if not package or not description:
             continue
         paragraphs, current = [], []
@@ -348,6 +349,11 @@ and spacing) was dropped; documents with fewer than {summary['min_sentences']} s
 | source | read from | files | train documents | train sentences | train MB |
 |---|---|---:|---:|---:|---:|
 {rows}
+
+Left out on purpose: gcloud's alpha and beta command pages (near-copies of its GA pages), files of
+/usr/share/doc over {DOC_MAX_BYTES // 1_000_000} MB (concatenations of other pages, logs), byte-identical copies of a file
+(packages of one source share changelogs), translated manual pages, and package synopses (one-line
+phrases; the long descriptions are read where dpkg's status or apt's Translation-en lists have them).
 
 Licences: every sentence keeps the licence of the package it came from (see
 `/usr/share/doc/<package>/copyright`; the Python standard library is under the PSF licence). The
