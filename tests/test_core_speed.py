@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from bertlab.core import EncoderBlock, MultiHeadAttention, padding_mask, scaled_dot_product_attention
+from bertlab.core.dropout import Dropout, dropout
 from bertlab.core.linear import Linear, PackedWeight, can_pack
 from bertlab.core.packing import Packing
 from bertlab.models import BertConfig, BertForPreTraining
@@ -134,4 +135,31 @@ def test_training_attention_with_dropout_is_dropout_of_the_softmax():
     out, _ = scaled_dot_product_attention(q, k, v, mask, dropout_p=0.3)
     torch.manual_seed(1)
     probs = (q @ k.transpose(-2, -1) / 2).masked_fill(~mask, float("-inf")).softmax(-1)
-    torch.testing.assert_close(out, torch.nn.functional.dropout(probs, 0.3) @ v)
+    torch.testing.assert_close(out, dropout(probs, 0.3) @ v)
+
+
+# ---- dropout with numpy's generator ----------------------------------------------------------
+
+
+def test_dropout_keeps_1_minus_p_scales_by_its_inverse_and_follows_torch_seeds():
+    x = torch.ones(200_000, requires_grad=True)
+    torch.manual_seed(3)
+    y = dropout(x, 0.1)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.9) < 0.003
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / 0.9))
+    y.backward(torch.full_like(y, 2.0))
+    torch.testing.assert_close(x.grad, y.detach() * 2)  # the gradient goes through the same mask
+    torch.manual_seed(3)
+    torch.testing.assert_close(dropout(x, 0.1), y)  # torch's seed decides the mask
+    assert not torch.equal(dropout(x, 0.1), y)
+
+
+def test_dropout_module_is_nn_dropout_and_passes_through_in_eval():
+    layer = Dropout(0.5)
+    assert isinstance(layer, torch.nn.Dropout)
+    x = torch.randn(4, 8)
+    assert layer.eval()(x) is x
+    assert dropout(x, 0.0) is x
+    assert layer.train()(x.bfloat16()).dtype == torch.bfloat16
+    assert torch.equal(dropout(x, 1.0), torch.zeros_like(x))

@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .dropout import dropout
 from .linear import Linear, weight_stamp
 
 
@@ -26,7 +27,7 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0, ne
         scores = scores + torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device).masked_fill_(
             ~mask, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)
-    out = (F.dropout(weights, dropout_p) if dropout_p else weights) @ value
+    out = dropout(weights, dropout_p) @ value
     return out, weights if need_weights else None
 
 

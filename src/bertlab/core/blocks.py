@@ -2,6 +2,7 @@
 from torch import nn
 
 from .attention import KVCache, MultiHeadAttention
+from .dropout import Dropout
 from .feed_forward import PositionwiseFeedForward
 
 
@@ -12,7 +13,7 @@ class SublayerConnection(nn.Module):
     def __init__(self, d_model: int, dropout: float, norm_first: bool, eps: float):
         super().__init__()
         self.norm = nn.LayerNorm(d_model, eps=eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
     def before(self, x):

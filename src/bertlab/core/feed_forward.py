@@ -2,6 +2,7 @@
 import torch.nn.functional as F
 from torch import nn
 
+from .dropout import Dropout
 from .linear import Linear
 
 ACTIVATIONS = {
@@ -25,7 +26,7 @@ class PositionwiseFeedForward(nn.Module):
         self.intermediate = Linear(d_model, d_ff)
         self.output = Linear(d_ff, d_model)
         self.act = activation(act)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x):
         return self.output(self.dropout(self.act(self.intermediate(x))))

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..core import EncoderBlock, activation, padding_mask
+from ..core.dropout import Dropout
 from ..core.packing import Packing
 from .bert_config import BertConfig
 
@@ -20,7 +21,7 @@ class BertEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def sum_embeddings(self, input_ids, token_type_ids=None):
         """E_token + E_position + E_segment: the same as one-hot [token | position | segment] times
