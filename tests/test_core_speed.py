@@ -4,7 +4,12 @@ explicit training attention give the outputs and gradients of the plain computat
 import pytest
 import torch
 
-from bertlab.core import EncoderBlock, MultiHeadAttention, padding_mask, scaled_dot_product_attention
+from bertlab.core import (
+    EncoderBlock,
+    MultiHeadAttention,
+    padding_mask,
+    scaled_dot_product_attention,
+)
 from bertlab.core.dropout import Dropout, dropout
 from bertlab.core.linear import Linear, PackedWeight, can_pack
 from bertlab.core.packing import Packing
