@@ -148,7 +148,7 @@ def run_child(args) -> dict:
         if i >= args.warmup:
             times.append(time.perf_counter() - start)
             cpu_times.append(time.process_time() - cpu_start)
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     return {"seconds": statistics.median(times), "all_seconds": times, "losses": losses,
             "cpu_seconds": statistics.median(cpu_times),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
