@@ -22,16 +22,10 @@ import numpy as np
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_pretrain import hf_labels  # noqa: E402
 from bertlab.pretraining.shards import PretrainingData  # noqa: E402
 from bertlab.pretraining.trainer import PRESETS  # noqa: E402
-
-
-def hf_labels(batch):
-    labels = torch.full_like(batch["input_ids"], -100)
-    real = batch["masked_lm_weights"] > 0
-    rows = torch.arange(labels.size(0))[:, None].expand_as(real)
-    labels[rows[real], batch["masked_lm_positions"][real]] = batch["masked_lm_ids"][real]
-    return labels
 
 
 def hf_batch(data, indices):

@@ -96,12 +96,8 @@ def run(args):
     for path in args.files:
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")
-    has_checkpoint = os.path.exists(os.path.join(args.out, "checkpoint.pt"))
-    if args.resume and not has_checkpoint:
-        raise FileNotFoundError(f"{args.out}: no checkpoint.pt to --resume from")
-    if has_checkpoint and not (args.resume or args.overwrite):
-        raise ValueError(f"{args.out} holds a training checkpoint: pass --resume to continue it or "
-                         "--overwrite to start again (replacing it)")
+    from ..training.checkpoint import check_resume
+    check_resume(args.out, args.resume, args.overwrite)
     info = setup_distributed(pick_device(args.device))
     if info.is_main:
         tokenizer, data_dir = prepare(args)

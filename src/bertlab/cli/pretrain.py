@@ -85,12 +85,8 @@ def run(args):
     for name in ("batch_size", "grad_accum", "max_steps", "eval_every", "save_every"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
-    has_checkpoint = os.path.exists(os.path.join(args.out, "checkpoint.pt"))
-    if args.resume and not has_checkpoint:
-        raise FileNotFoundError(f"{args.out}: no checkpoint.pt to --resume from")
-    if has_checkpoint and not (args.resume or args.overwrite):
-        raise ValueError(f"{args.out} holds a training checkpoint: pass --resume to continue it or "
-                         "--overwrite to start again (replacing it)")
+    from ..training.checkpoint import check_resume
+    check_resume(args.out, args.resume, args.overwrite)
     settings = PretrainSettings(
         data=args.data, out=args.out, model=model_config(args), data_512=args.data_512,
         phase2_fraction=args.phase2_fraction, eval_data=args.eval_data,

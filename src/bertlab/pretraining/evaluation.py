@@ -28,7 +28,7 @@ def evaluate(model, data, batch_size: int, device, autocast=None, info: DistInfo
         batch = data.batch(mine[start:start + batch_size], mask_fn_for(i) if data.dynamic else None)
         batch = {k: v.to(device) for k, v in batch.items()}
         with autocast or contextlib.nullcontext():
-            _, parts = pretraining_loss(model, batch, nsp)
+            _, parts = pretraining_loss(model, batch, nsp, accuracy=True)
         row = [parts["mlm_loss"] * parts["mlm_total"], parts["mlm_correct"], parts["mlm_total"]]
         if nsp:
             row += [parts["nsp_loss"] * parts["nsp_total"], parts["nsp_correct"], parts["nsp_total"]]

@@ -4,22 +4,25 @@ import torch
 import torch.nn.functional as F
 
 
-def pretraining_loss(model, batch: dict, nsp: bool = True) -> tuple[torch.Tensor, dict]:
+def pretraining_loss(model, batch: dict, nsp: bool = True, accuracy: bool = False) -> tuple[torch.Tensor, dict]:
     """(loss, parts) for one batch of PretrainingData.batch tensors; `parts` holds detached
-    mlm_loss, nsp_loss and the correct/total counts for MLM and NSP accuracy."""
+    mlm_loss and nsp_loss, and with `accuracy` the correct/total counts for MLM and NSP accuracy
+    (evaluation asks for them; a training step does not pay for the argmax over the vocabulary)."""
     mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
                                    batch["masked_lm_positions"])
     weights = batch["masked_lm_weights"].reshape(-1)
     per_token = F.cross_entropy(mlm_logits.reshape(-1, mlm_logits.size(-1)).float(),
                                 batch["masked_lm_ids"].reshape(-1), reduction="none")
     mlm_loss = (per_token * weights).sum() / (weights.sum() + 1e-5)  # google's denominator
-    loss = mlm_loss
-    mlm_hit = ((mlm_logits.argmax(-1).reshape(-1) == batch["masked_lm_ids"].reshape(-1)).float() * weights).sum()
-    parts = {"mlm_loss": mlm_loss.detach(), "mlm_correct": mlm_hit.detach(), "mlm_total": weights.sum().detach()}
+    loss, parts = mlm_loss, {"mlm_loss": mlm_loss.detach()}
+    if accuracy:
+        hits = (mlm_logits.argmax(-1).reshape(-1) == batch["masked_lm_ids"].reshape(-1)).float()
+        parts.update(mlm_correct=(hits * weights).sum().detach(), mlm_total=weights.sum().detach())
     if nsp:
         nsp_loss = F.cross_entropy(nsp_logits.float(), batch["next_sentence_labels"])
         loss = loss + nsp_loss
-        parts.update(nsp_loss=nsp_loss.detach(),
-                     nsp_correct=(nsp_logits.argmax(-1) == batch["next_sentence_labels"]).sum().detach(),
-                     nsp_total=torch.tensor(float(len(nsp_logits))))
+        parts["nsp_loss"] = nsp_loss.detach()
+        if accuracy:
+            parts.update(nsp_correct=(nsp_logits.argmax(-1) == batch["next_sentence_labels"]).sum().detach(),
+                         nsp_total=torch.tensor(float(len(nsp_logits))))
     return loss, parts

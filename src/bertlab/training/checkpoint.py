@@ -53,3 +53,14 @@ def load_checkpoint(path, *, model, optimizer=None, scheduler=None, restore_rng=
     if restore_rng:
         set_rng_states(state["rng"])
     return state
+
+
+def check_resume(out, resume: bool, overwrite: bool):
+    """The CLI rule for a run folder: --resume needs OUT/checkpoint.pt; a folder that has one is
+    neither started over silently nor resumed without being asked (--resume or --overwrite)."""
+    has_checkpoint = os.path.exists(os.path.join(out, "checkpoint.pt"))
+    if resume and not has_checkpoint:
+        raise FileNotFoundError(f"{out}: no checkpoint.pt to --resume from")
+    if has_checkpoint and not (resume or overwrite):
+        raise ValueError(f"{out} holds a training checkpoint: pass --resume to continue it or "
+                         "--overwrite to start again (replacing it)")
