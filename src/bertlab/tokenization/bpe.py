@@ -15,6 +15,7 @@ import regex
 from ..io import atomic_write_text
 
 EOT = "<|endoftext|>"
+INF = float("inf")
 # GPT-2's pre-tokenizer: English contractions, words with an optional leading space, numbers,
 # punctuation runs, and whitespace (a run of spaces before a word gives its last space to the word).
 PATTERN = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
@@ -64,27 +65,11 @@ class ByteLevelBPETokenizer:
         return self.special.get(EOT)
 
     def _bpe(self, word: str) -> list[int]:
-        """The ids of one pre-tokenized word (already in byte symbols), merging the best pair first."""
+        """The ids of one pre-tokenized word (already in byte symbols)."""
         cached = self._cache.get(word)
         if cached is not None:
             return cached
-        parts = list(word)
-        while len(parts) > 1:
-            pairs = [(self.ranks.get(pair, float("inf")), i) for i, pair in enumerate(zip(parts, parts[1:]))]
-            rank, _ = min(pairs)
-            if rank == float("inf"):
-                break
-            first, second = self.merges[rank]
-            merged, i = [], 0
-            while i < len(parts):  # merge every occurrence of the pair, left to right
-                if i < len(parts) - 1 and parts[i] == first and parts[i + 1] == second:
-                    merged.append(first + second)
-                    i += 2
-                else:
-                    merged.append(parts[i])
-                    i += 1
-            parts = merged
-        ids = [self.vocab[p] for p in parts]
+        ids = [self.vocab[p] for p in apply_merges(list(word), self.ranks)]
         if len(self._cache) < 200_000:
             self._cache[word] = ids
         return ids
@@ -146,9 +131,34 @@ class ByteLevelBPETokenizer:
         trainer = Trainer(add_prefix_space=False)
         trainer.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=min_frequency,
                                     special_tokens=[EOT], show_progress=show_progress)
-        model = json.loads(trainer._tokenizer.to_str())["model"]
-        merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
-        return cls(model["vocab"], merges)
+        return cls(*learned_model(trainer._tokenizer))
+
+
+def learned_model(tokenizer) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """(vocab, merges by rank) of a trained `tokenizers` BPE model."""
+    model = json.loads(tokenizer.to_str())["model"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    return model["vocab"], merges
+
+
+def apply_merges(parts: list[str], ranks: dict[tuple[str, str], int]) -> list[str]:
+    """One word's symbols after BPE: repeatedly merge the adjacent pair of best (lowest) rank,
+    every occurrence of it, left to right -- the order the merges were learned in."""
+    while len(parts) > 1:
+        pair = min(zip(parts, parts[1:]), key=lambda p: ranks.get(p, INF))
+        if pair not in ranks:
+            break
+        first, second = pair
+        merged, i = [], 0
+        while i < len(parts):
+            if i < len(parts) - 1 and parts[i] == first and parts[i + 1] == second:
+                merged.append(first + second)
+                i += 2
+            else:
+                merged.append(parts[i])
+                i += 1
+        parts = merged
+    return parts
 
 
 def read_merges(path) -> list[tuple[str, str]]:
