@@ -84,6 +84,45 @@ def run_python_docs(args):
     return 0
 
 
+GETTEXT_EXAMPLE = """example:
+  bertlab data gettext --lang de -o corpus/gettext_de
+  bertlab data gettext --lang zh_CN -o corpus/gettext_zh
+
+DIR gets {train,valid,test}.en and {train,valid,test}.LANG (line-aligned: line i of one file
+translates line i of the other) and stats.json (catalogs and pairs per split, every dropped pair
+counted by reason). Whole catalogs go to one split, so no program's strings straddle two."""
+
+
+def add_gettext(subparsers):
+    p = subparsers.add_parser(
+        "gettext", help="an English -> LANG parallel corpus from the installed gettext catalogs",
+        description="A translation corpus from LOCALE_DIR/LANG/LC_MESSAGES/*.mo: each English message "
+                    "and its human translation. Plurals pair by the catalog's plural rule, contexts "
+                    "are dropped, access keys (_File, &Save, 文件(_F)) stripped, whitespace collapsed; "
+                    "untranslated, fuzzy, format-only, identical and laid-out multi-line entries are "
+                    "dropped and counted. See bertlab/data/gettext_corpus.py for the rules.",
+        epilog=GETTEXT_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--lang", required=True, help="locale name, as its folder is called (de, zh_CN, pt_BR)")
+    p.add_argument("-o", "--out", required=True, metavar="DIR", help="output folder (created)")
+    p.add_argument("--locale-dir", default="/usr/share/locale", metavar="DIR",
+                   help="where the LANG/LC_MESSAGES folders are (default /usr/share/locale)")
+    p.add_argument("--heldout", type=float, default=0.05,
+                   help="share of pairs for valid and for test, each (default 0.05)")
+    p.set_defaults(run=run_gettext)
+
+
+def run_gettext(args):
+    from ..data.gettext_corpus import build_gettext_corpus
+    if not 0 <= args.heldout < 0.5:
+        raise ValueError(f"--heldout {args.heldout}: give a share in [0, 0.5)")
+    summary = build_gettext_corpus(args.lang, args.out, args.locale_dir, args.heldout)
+    pairs, catalogs = summary["pairs"], summary["catalogs"]
+    print(f"{args.out}: " + ", ".join(f"{split} {pairs[split]:,} pairs ({len(catalogs[split])} catalogs)"
+                                      for split in pairs), file=sys.stderr)
+    print("  dropped: " + ", ".join(f"{k} {v:,}" for k, v in summary["drops"].items()), file=sys.stderr)
+    return 0
+
+
 def _report(summary: dict, out: str):
     total = summary["total"]
     print(f"{out}: {total['documents']:,} documents, {total['sentences']:,} sentences, "
@@ -94,4 +133,4 @@ def _report(summary: dict, out: str):
               file=sys.stderr)
 
 
-SUBCOMMANDS = [add_english_corpus, add_python_docs]
+SUBCOMMANDS = [add_english_corpus, add_python_docs, add_gettext]

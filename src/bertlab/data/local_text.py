@@ -79,11 +79,17 @@ def _round_robin(streams: list[Iterator[str]], limit: int) -> list[str]:
     return out
 
 
+def catalogs_by_language(locale_dir: str | Path = LOCALE_DIR, suffixes=(".mo",)) -> dict[str, list[Path]]:
+    """Locale name -> its catalogs ``LOCALE/LC_MESSAGES/*{suffix}``, sorted by path."""
+    languages: dict[str, list[Path]] = {}
+    for path in sorted(p for suffix in suffixes for p in Path(locale_dir).glob(f"*/LC_MESSAGES/*{suffix}")):
+        languages.setdefault(path.parts[-3], []).append(path)
+    return languages
+
+
 def gettext_lines(limit: int = 20_000, locale_dir: str | Path = LOCALE_DIR) -> list[str]:
     """Lines of gettext catalogs, spread evenly over the languages (sorted by locale name)."""
-    languages: dict[str, list[Path]] = {}
-    for path in sorted(Path(locale_dir).glob("*/LC_MESSAGES/*.mo")):
-        languages.setdefault(path.parts[-3], []).append(path)
+    languages = catalogs_by_language(locale_dir)
     streams = [_lines(paths, _catalog_strings) for _, paths in sorted(languages.items())]
     return _round_robin(streams, limit)
 
