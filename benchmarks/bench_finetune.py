@@ -15,6 +15,10 @@ conservative for bertlab.
 --mode quality: the above, plus a TF-IDF + logistic-regression baseline on the same split.
 --mode speed: training throughput only (one epoch, no evaluation), HF Trainer with and without
 its `group_by_length`. Ratios are examples/s against HF Trainer's defaults.
+
+--seeds 0,1,2 repeats each side per seed (a different classifier-head init and data order) and
+prints mean and spread; --sides picks which of tfidf,bertlab,hf run; --max-train N keeps a
+random N of the training rows (the same N for every side and seed: a point of a learning curve).
 """
 import argparse
 import csv
@@ -43,6 +47,20 @@ def read(path):
     with open(path, encoding="utf-8") as f:
         rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
     return [r["description"] for r in rows], [r["section"] for r in rows]
+
+
+def subsample(folder, max_train, out):
+    """A copy of `folder` whose train.tsv keeps a random `max_train` rows (fixed seed)."""
+    os.makedirs(out, exist_ok=True)
+    for split in ("train", "dev", "test"):
+        with open(os.path.join(folder, f"{split}.tsv"), encoding="utf-8") as f:
+            header, *rows = f.read().splitlines()
+        if split == "train" and max_train < len(rows):
+            keep = sorted(np.random.default_rng(1234).choice(len(rows), max_train, replace=False))
+            rows = [rows[i] for i in keep]
+        with open(os.path.join(out, f"{split}.tsv"), "w", encoding="utf-8") as f:
+            f.write("\n".join([header, *rows]) + "\n")
+    return out
 
 
 def scores(gold, pred):
@@ -126,39 +144,62 @@ def run_hf(folder, out, epochs, evaluate=True, group_by_length=False, lr=5e-5, b
     return result
 
 
+def summarize(runs):
+    """Mean and min..max of each test score over seeds."""
+    out = {}
+    for key in ("accuracy", "macro_f1"):
+        values = [r["test"][key] for r in runs]
+        out[key] = {"mean": float(np.mean(values)), "min": min(values), "max": max(values)}
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True)
     parser.add_argument("--epochs", type=float, default=3)
     parser.add_argument("--mode", choices=["quality", "speed"], default="quality")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", default="0", help="comma-separated seeds, each side run once per seed")
+    parser.add_argument("--sides", default="tfidf,bertlab,hf", help="which of tfidf,bertlab,hf to run")
+    parser.add_argument("--max-train", type=int, default=None, help="keep a random N training rows")
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     tmp = tempfile.mkdtemp(prefix="bench_finetune_")
+    folder = subsample(args.data, args.max_train, f"{tmp}/data") if args.max_train else args.data
+    seeds = [int(s) for s in args.seeds.split(",")]
+    sides = args.sides.split(",")
     evaluate = args.mode == "quality"
     epochs = args.epochs if evaluate else 1
     results = {}
-    if evaluate:
-        data = [read(os.path.join(args.data, f"{s}.tsv")) for s in ("train", "dev", "test")]
+    if evaluate and "tfidf" in sides:
+        data = [read(os.path.join(folder, f"{s}.tsv")) for s in ("train", "dev", "test")]
         results["tfidf"] = tfidf_baseline(data)
         print("TF-IDF + LR:", json.dumps(results["tfidf"]), flush=True)
-    results["bertlab"] = run_bertlab(args.data, f"{tmp}/ours", epochs, evaluate, args.lr, args.batch_size, args.seed)
-    print("bertlab:", json.dumps(results["bertlab"]), flush=True)
-    results["hf"] = run_hf(args.data, f"{tmp}/hf", epochs, evaluate, lr=args.lr, batch=args.batch_size, seed=args.seed)
-    print("HF Trainer:", json.dumps(results["hf"]), flush=True)
-    rows = [Row(f"fine-tune MiniLM, {epochs:g} epoch(s)", "HF Trainer", epochs * len(read(f"{args.data}/train.tsv")[0]),
-                "examples/s", [results["hf"]["seconds"]]),
-            Row(f"fine-tune MiniLM, {epochs:g} epoch(s)", "bertlab", epochs * len(read(f"{args.data}/train.tsv")[0]),
-                "examples/s", [results["bertlab"]["seconds"]])]
-    if not evaluate:
-        results["hf_grouped"] = run_hf(args.data, f"{tmp}/hf2", epochs, False, group_by_length=True, lr=args.lr,
-                                       batch=args.batch_size, seed=args.seed)
-        rows.insert(1, Row(rows[0].workload, "HF Trainer group_by_length", rows[0].work, "examples/s",
-                           [results["hf_grouped"]["seconds"]]))
-    print_table(rows, baseline="HF Trainer")
+    runners = {"bertlab": lambda out, seed, **kw: run_bertlab(folder, out, epochs, evaluate, args.lr, args.batch_size, seed),
+               "hf": lambda out, seed, group_by_length=False: run_hf(
+                   folder, out, epochs, evaluate, group_by_length, lr=args.lr, batch=args.batch_size, seed=seed)}
+    for side in ("bertlab", "hf"):
+        if side not in sides:
+            continue
+        results[side] = []
+        for seed in seeds:
+            results[side].append(runners[side](f"{tmp}/{side}{seed}", seed))
+            print(f"{side} seed {seed}:", json.dumps(results[side][-1]), flush=True)
+        if not evaluate and side == "hf":
+            results["hf_grouped"] = [runners["hf"](f"{tmp}/hf_grouped", seeds[0], group_by_length=True)]
+    if evaluate:
+        print(f"test scores over seeds {seeds} ({len(read(f'{folder}/train.tsv')[0])} training rows):")
+        for side in ("bertlab", "hf"):
+            if side in results:
+                print(f"  {side}: {json.dumps(summarize(results[side]))}")
+    train_rows = epochs * len(read(f"{folder}/train.tsv")[0])
+    labels = {"hf": "HF Trainer", "hf_grouped": "HF Trainer group_by_length", "bertlab": "bertlab"}
+    rows = [Row(f"fine-tune MiniLM, {epochs:g} epoch(s)", labels[side], train_rows, "examples/s",
+                [r["seconds"] for r in results[side]]) for side in ("hf", "hf_grouped", "bertlab") if side in results]
+    if rows:
+        print_table(rows, baseline="HF Trainer")
     print(json.dumps(results, indent=1))
 
 
