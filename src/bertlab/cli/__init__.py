@@ -10,9 +10,10 @@ from . import finetune, predict
 from . import data
 from . import create_pretraining_data, vocab
 from . import pretrain
+from . import translate, translate_train
 
 COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, extract_features, fill_mask, attention,
-            pretrain, vocab, create_pretraining_data, data]
+            pretrain, vocab, create_pretraining_data, data, translate_train, translate]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,160 @@
+"""bertlab translate-train: train a Transformer translation model on a parallel corpus."""
+import argparse
+import os
+import sys
+
+from ..models.transformer import PRESETS
+
+EXAMPLE = """examples:
+  bertlab data gettext -o corpus/en-de --lang de          # DIR/{train,valid,test}.{en,de}
+  bertlab translate-train --data corpus/en-de --src en --tgt de --out runs/en-de --joint-vocab --max-minutes 30
+  bertlab translate-train --train-src a.en --train-tgt a.zh --valid-src v.en --valid-tgt v.zh --out runs/zh
+  bertlab translate-train --data corpus/en-de --src en --tgt de --out runs/en-de --resume   # continue exactly
+  bertlab translate --model runs/en-de/model test.en --ref test.de
+
+OUT gets vocab/ (the learned subword vocabularies), checkpoint.pt (for --resume), metrics.jsonl,
+curves.png (loss, learning rate), bleu.png, summary.json, and model/ -- config.json,
+model.safetensors, source_tokenizer/, target_tokenizer/, translation.json: all `bertlab translate`
+needs. With --average-last N, model/ holds the mean of the last N saved weights."""
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "translate-train", help="train a Transformer (encoder-decoder) translation model",
+        description="Train the Transformer of 'Attention Is All You Need' on line-aligned parallel text: "
+                    "a subword vocabulary learned from the training data, label-smoothed cross-entropy, "
+                    "Adam with warmup and inverse-square-root decay, token-budget batches.",
+        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, metavar="DIR", help="run folder (created; reused by --resume)")
+    g = p.add_argument_group("data")
+    g.add_argument("--data", metavar="DIR", help="folder with train.SRC/train.TGT and valid.SRC/valid.TGT")
+    g.add_argument("--src", metavar="LANG", help="source language suffix with --data (e.g. en)")
+    g.add_argument("--tgt", metavar="LANG", help="target language suffix with --data (e.g. de, zh_CN)")
+    for name in ("train-src", "train-tgt", "valid-src", "valid-tgt"):
+        g.add_argument(f"--{name}", metavar="FILE", help="line-aligned UTF-8 text (instead of --data)")
+    g.add_argument("--max-sentence-tokens", type=int, default=256,
+                   help="skip pairs with more subword tokens on either side (256)")
+    g = p.add_argument_group("vocabulary")
+    g.add_argument("--vocab-size", type=int, default=8000, help="subword vocabulary to learn per side or joint (8000)")
+    g.add_argument("--joint-vocab", action="store_true",
+                   help="one vocabulary for both languages, its embeddings shared by encoder, decoder and "
+                        "output (the paper's en-de setting)")
+    g.add_argument("--vocab", metavar="DIR", help="reuse a model folder's (or OUT/vocab's) vocabularies")
+    g.add_argument("--min-frequency", type=int, default=2, help="merge only pairs seen this often (2)")
+    g = p.add_argument_group("model")
+    g.add_argument("--preset", default="small", choices=sorted(PRESETS),
+                   help="base (the paper's, 6+6 layers of 512), small (3+3 of 256; default), test")
+    g.add_argument("--layers", type=int, help="encoder and decoder layers each")
+    g.add_argument("--d-model", type=int), g.add_argument("--heads", type=int), g.add_argument("--ffn-dim", type=int)
+    g.add_argument("--dropout", type=float, help="P_drop (0.1 in the presets)")
+    g.add_argument("--max-positions", type=int, default=512, help="longest sentence the model handles (512)")
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per micro-batch and side (4096)")
+    g.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (1)")
+    g.add_argument("--lr", type=float, help="peak learning rate (default: the paper's d_model^-0.5 * warmup^-0.5)")
+    g.add_argument("--warmup", type=int, default=4000, help="linear warmup steps (4000)")
+    g.add_argument("--schedule", choices=["inverse_sqrt", "linear"], default="inverse_sqrt",
+                   help="after warmup: the paper's inverse square root (default) or linear decay to 0")
+    g.add_argument("--label-smoothing", type=float, default=0.1, help="epsilon_ls (0.1)")
+    g.add_argument("--clip-norm", type=float, default=0.0, help="clip the gradient norm (0: off, as the paper)")
+    g.add_argument("--max-steps", type=int, default=100_000, help="optimizer steps (100000)")
+    g.add_argument("--max-minutes", type=float, help="stop (saving a resumable checkpoint) after this long")
+    g.add_argument("--eval-interval", type=int, default=1000, help="steps between validations (1000)")
+    g.add_argument("--save-interval", type=int, help="steps between checkpoints (default: --eval-interval)")
+    g.add_argument("--bleu-sentences", type=int, default=500,
+                   help="validation sentences translated (greedily) for BLEU at each validation (500; 0: none)")
+    g.add_argument("--average-last", type=int, default=0, metavar="N",
+                   help="write the mean of the last N checkpoints' weights as the model (paper: 5)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
+    g.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                   help="fp32 (default), or bf16/fp16 autocast (fp16 on CUDA only)")
+    g.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    g.add_argument("--overwrite", action="store_true", help="start afresh in an OUT that holds a checkpoint")
+    p.set_defaults(run=run)
+
+
+def data_paths(args) -> tuple[str, str, str, str]:
+    explicit = [args.train_src, args.train_tgt, args.valid_src, args.valid_tgt]
+    if args.data:
+        if any(explicit):
+            raise ValueError("give either --data DIR --src --tgt or the four --train-*/--valid-* files, not both")
+        if not (args.src and args.tgt):
+            raise ValueError("--data needs --src LANG and --tgt LANG (the files' suffixes)")
+        return tuple(os.path.join(args.data, f"{split}.{lang}") for split in ("train", "valid")
+                     for lang in (args.src, args.tgt))
+    if not all(explicit):
+        raise ValueError("give --data DIR --src LANG --tgt LANG, or all of --train-src, --train-tgt, "
+                         "--valid-src and --valid-tgt")
+    return tuple(explicit)
+
+
+def vocabularies(args, train_src, train_tgt):
+    """The run's (source, target) tokenizers: OUT/vocab when it exists (a resumed run), --vocab,
+    or learned from the training files, then saved to OUT/vocab."""
+    from ..io import read_lines
+    from ..tokenization.subword import SubwordTokenizer
+    saved = os.path.join(args.out, "vocab")
+    folder = saved if os.path.exists(os.path.join(saved, "source_tokenizer")) and args.resume else args.vocab
+    if folder:
+        sides = [os.path.join(folder, f"{side}_tokenizer") for side in ("source", "target")]
+        if not all(os.path.isdir(s) for s in sides):
+            sides = [folder, folder]  # a single vocabulary folder: joint
+        source, target = (SubwordTokenizer.load(s) for s in sides)
+    elif args.joint_vocab:
+        print(f"learning a joint {args.vocab_size}-token subword vocabulary", file=sys.stderr)
+        source = target = SubwordTokenizer.train(read_lines(train_src) + read_lines(train_tgt), args.vocab_size,
+                                                 args.min_frequency)
+    else:
+        print(f"learning {args.vocab_size}-token subword vocabularies per side", file=sys.stderr)
+        source = SubwordTokenizer.train(read_lines(train_src), args.vocab_size, args.min_frequency)
+        target = SubwordTokenizer.train(read_lines(train_tgt), args.vocab_size, args.min_frequency)
+    source.save(os.path.join(saved, "source_tokenizer"))
+    target.save(os.path.join(saved, "target_tokenizer"))
+    return source, target
+
+
+def model_config(args, source, target):
+    from ..models.transformer import TransformerConfig
+    joint = source.vocab == target.vocab and source.merges == target.merges
+    sizes = {k: v for k, v in (("encoder_layers", args.layers), ("decoder_layers", args.layers),
+                               ("d_model", args.d_model), ("attention_heads", args.heads),
+                               ("ffn_dim", args.ffn_dim), ("dropout", args.dropout)) if v is not None}
+    return TransformerConfig.preset(
+        args.preset, **{**sizes, "source_vocab_size": len(source), "target_vocab_size": len(target),
+                        "pad_token_id": target.pad_id, "bos_token_id": target.bos_id, "eos_token_id": target.eos_id,
+                        "share_embeddings": joint, "max_position_embeddings": args.max_positions})
+
+
+def run(args):
+    from ..data.parallel import ParallelData
+    from ..interop.translation_folder import bleu_tokenize
+    from ..training.checkpoint import check_resume
+    from ..training.translation_trainer import TranslationSettings, train_translation
+    train_src, train_tgt, valid_src, valid_tgt = paths = data_paths(args)
+    for path in paths:
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: no such file")
+    check_resume(args.out, args.resume, args.overwrite)
+    source, target = vocabularies(args, train_src, train_tgt)
+    longest = min(args.max_sentence_tokens, args.max_positions - 2)
+    train = ParallelData.from_files(train_src, train_tgt, source, target, longest)
+    valid = ParallelData.from_files(valid_src, valid_tgt, source, target, longest)
+    print(f"train {train.summary()}\nvalid {valid.summary()}", file=sys.stderr)
+    config = model_config(args, source, target)
+    target_lang = args.tgt or os.path.splitext(train_tgt)[1].lstrip(".")
+    settings = TranslationSettings(
+        out=args.out, model=config, max_tokens=args.max_tokens, grad_accum=args.grad_accum, lr=args.lr,
+        warmup=args.warmup, schedule=args.schedule, label_smoothing=args.label_smoothing, grad_clip=args.clip_norm,
+        max_steps=args.max_steps, max_minutes=args.max_minutes, eval_interval=args.eval_interval,
+        save_interval=args.save_interval or args.eval_interval, bleu_sentences=args.bleu_sentences,
+        bleu_tokenize=bleu_tokenize(target_lang), average_last=args.average_last, seed=args.seed,
+        device=args.device, precision=args.precision, resume=args.resume, progress=sys.stderr.isatty())
+    model_settings = {"source_lang": args.src or os.path.splitext(train_src)[1].lstrip("."),
+                      "target_lang": target_lang, "bleu_tokenize": settings.bleu_tokenize}
+    summary = train_translation(settings, train, valid, source, target, model_settings)
+    summary.pop("model")
+    bleu = f", BLEU {summary['valid_bleu']:.2f}" if "valid_bleu" in summary else ""
+    print(f"{summary['steps']} steps in {summary['seconds']:.0f} s ({summary['target_tokens_per_s']:,.0f} target "
+          f"tokens/s); valid loss {summary['valid_loss']:.3f}{bleu}\nmodel: {os.path.join(args.out, 'model')}",
+          file=sys.stderr)
