@@ -106,6 +106,18 @@ def test_stopped_and_resumed_run_equals_the_uninterrupted_one(tmp_path):
     assert parts["valid_loss"] == whole["valid_loss"]
 
 
+def test_time_budget_stops_with_a_resumable_checkpoint(tmp_path):
+    train, valid, tokenizer, config = toy_data(tmp_path)
+    out = tmp_path / "run"
+    summary = train_translation(settings(out, config, max_minutes=0.0, bleu_sentences=0), train, valid, tokenizer,
+                                tokenizer)
+    assert summary["steps"] == 1 and summary["stopped_by_time"] and "valid_bleu" not in summary
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] == 1
+    resumed = train_translation(settings(out, config, max_steps=2, resume=True, bleu_sentences=0), train, valid,
+                                tokenizer, tokenizer)
+    assert resumed["steps"] == 2 and [step for step, _ in train_records(out)] == [1, 2]
+
+
 def test_average_last_writes_the_mean_of_the_snapshots(tmp_path):
     train, valid, tokenizer, config = toy_data(tmp_path)
     out = tmp_path / "run"
