@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from ..device import autocast_dtype, pick_device
 from ..models import BertConfig, BertForPreTraining
-from ..training.checkpoint import load_checkpoint, read_checkpoint, rng_states, save_checkpoint, set_rng_states
+from ..training.checkpoint import restore_run, rng_states, save_checkpoint, set_rng_states
 from ..training.distributed import (DistInfo, all_agree, barrier, cleanup, gather_objects, rank_device,
                                     setup_distributed, sum_across)
 from ..training.lm_trainer import autocast_context, train_step
@@ -212,12 +212,8 @@ class _Run:
         return next(p for p in self.phases if p.first <= self.step < p.last)
 
     def _restore(self):
-        state = read_checkpoint(self.ckpt)
-        saved = BertConfig.from_dict(state["extra"]["model"])
-        if saved != self.s.model:
-            raise ValueError(f"{self.ckpt}: was trained with {saved}, not {self.s.model}; use another --out")
-        load_checkpoint(self.ckpt, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
-                        restore_rng=False, state=state)
+        state = restore_run(self.ckpt, self.s.model, model=self.model, optimizer=self.optimizer,
+                            scheduler=self.scheduler, restore_rng=False)
         if self.scaler and state["extra"].get("scaler"):
             self.scaler.load_state_dict(state["extra"]["scaler"])
         ranks = state["data"]

@@ -55,6 +55,17 @@ def load_checkpoint(path, *, model, optimizer=None, scheduler=None, restore_rng=
     return state
 
 
+def restore_run(path, config, *, model, optimizer, scheduler, restore_rng=True) -> dict:
+    """Resume a training run: read `path`, refuse a checkpoint trained with another model config
+    (saved under extra["model"]; `config` is a JsonConfig), restore the states; returns the dict."""
+    state = read_checkpoint(path)
+    saved = type(config).from_dict(state["extra"]["model"])
+    if saved != config:
+        raise ValueError(f"{path}: was trained with {saved}, not {config}; use another --out")
+    return load_checkpoint(path, model=model, optimizer=optimizer, scheduler=scheduler, restore_rng=restore_rng,
+                           state=state)
+
+
 def check_resume(out, resume: bool, overwrite: bool):
     """The CLI rule for a run folder: --resume needs OUT/checkpoint.pt; a folder that has one is
     neither started over silently nor resumed without being asked (--resume or --overwrite)."""

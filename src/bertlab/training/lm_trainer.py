@@ -14,7 +14,7 @@ from tqdm import tqdm
 from ..data.token_stream import TokenStream, eval_blocks
 from ..device import autocast_dtype, pick_device
 from ..models.gpt import GPT, GPTConfig
-from .checkpoint import load_checkpoint, read_checkpoint, rng_states, save_checkpoint, set_rng_states
+from .checkpoint import restore_run, rng_states, save_checkpoint, set_rng_states
 from .distributed import (DistInfo, all_agree, barrier, cleanup, gather_objects, mean_across, rank_device,
                           setup_distributed)
 from .metrics import MetricsLog, plot_curves
@@ -133,12 +133,8 @@ class _Run:
         self.scaler = torch.amp.GradScaler() if self.dtype is torch.float16 else None
 
     def _restore(self):
-        state = read_checkpoint(self.ckpt)
-        saved = GPTConfig.from_dict(state["extra"]["model"])
-        if saved != self.s.model:
-            raise ValueError(f"{self.ckpt}: was trained with {saved}, not {self.s.model}; use another --out")
-        load_checkpoint(self.ckpt, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
-                        restore_rng=False, state=state)
+        state = restore_run(self.ckpt, self.s.model, model=self.model, optimizer=self.optimizer,
+                            scheduler=self.scheduler, restore_rng=False)
         ranks = state["data"]
         if len(ranks) != self.info.world_size:
             raise ValueError(f"{self.ckpt}: saved by {len(ranks)} processes, resumed with {self.info.world_size}")

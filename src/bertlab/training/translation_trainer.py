@@ -20,7 +20,7 @@ from ..inference.translate import translate_ids
 from ..interop.translation_folder import save_translation_model
 from ..io import atomic_write_text
 from ..models.transformer import Seq2SeqTransformer, TransformerConfig
-from .checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from .checkpoint import restore_run, save_checkpoint
 from .lm_trainer import autocast_context, train_step
 from .metrics import MetricsLog, plot_curves, plot_learning_curve
 from .optim import make_adamw
@@ -162,12 +162,8 @@ class _Run:
         self.autocast = autocast_context(self.device, self.dtype)
 
     def _restore(self):
-        state = read_checkpoint(self.ckpt)
-        saved = TransformerConfig.from_dict(state["extra"]["model"])
-        if saved != self.s.model:
-            raise ValueError(f"{self.ckpt}: was trained with {saved}, not {self.s.model}; use another --out")
-        load_checkpoint(self.ckpt, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
-                        state=state)
+        state = restore_run(self.ckpt, self.s.model, model=self.model, optimizer=self.optimizer,
+                            scheduler=self.scheduler)
         self.stream = BatchStream(self.stream.data, self.s.max_tokens, self.s.seed, **state["data"])
         self.snapshots = state["extra"].get("snapshots", [])
         self.step = state["step"]
