@@ -2,8 +2,9 @@
 import torch
 import torch.nn.functional as F
 
-from bertlab.core import (DecoderBlock, EncoderBlock, MultiHeadAttention, PositionalEncoding, causal_mask,
-                          padding_mask, scaled_dot_product_attention, sinusoidal_positions)
+from bertlab.core import (DecoderBlock, EncoderBlock, KVCache, MultiHeadAttention, PositionalEncoding,
+                          PreallocatedKVCache, causal_mask, padding_mask, scaled_dot_product_attention,
+                          sinusoidal_positions)
 from bertlab.models import BertConfig
 from bertlab.models.bert import BertEmbeddings
 
@@ -132,6 +133,23 @@ def test_kv_cache_reorder_for_beam_search():
     ref = block.new_cache()
     block(y[[2, 2, 0]], self_mask=causal_mask(2), cache=ref)
     torch.testing.assert_close(step, block(y[[2, 2, 0], 1:2] * 0 + 1, cache=ref)[0])
+
+
+@torch.no_grad()  # decoding; reorder writes into its spare buffers (out=), which autograd refuses
+def test_preallocated_cache_reorders_and_drops_rows_like_a_growing_cache():
+    # beam search reorders every step and drops the rows of finished sentences
+    torch.manual_seed(0)
+    block = _decoder(cross_attention=False)
+    grown, preallocated = {"self": KVCache(), "cross": None}, {"self": PreallocatedKVCache(6), "cross": None}
+    y = torch.randn(4, 1, 16)
+    for index in ([3, 3, 0, 1], [1, 0, 2], [2, 2]):  # reorder, then fewer rows each step
+        outs = [block(y, cache=cache)[0] for cache in (grown, preallocated)]
+        torch.testing.assert_close(outs[1], outs[0])
+        for cache in (grown, preallocated):
+            cache["self"].reorder(torch.tensor(index))
+        y = torch.randn(len(index), 1, 16)
+    torch.testing.assert_close(block(y, cache=preallocated)[0], block(y, cache=grown)[0])
+    assert len(preallocated["self"]) == 4 and preallocated["self"].key.shape == grown["self"].key.shape
 
 
 def test_fused_qkv_equals_separate_projections_and_follows_weight_changes():

@@ -120,6 +120,25 @@ def test_padding_does_not_change_a_sentence():
     assert beam_search(model, src, 3)[0][0].tokens == beam_search(model, alone_src, 3)[0][0].tokens
 
 
+@pytest.mark.parametrize("trained", [False, True])
+def test_each_sentence_decodes_as_it_would_alone(trained, copy_model):
+    # Sentences end at different steps and leave the batch (with their cache rows): what is left
+    # must go on exactly as it would without them.
+    model = copy_model if trained else random_model(seed=2)
+    vocab = 10 if trained else 24
+    pairs = toy_pairs(7, torch.Generator().manual_seed(5), max_len=8, vocab=vocab)
+    src = toy_batch(pairs)[0]
+    greedy = greedy_decode(model, src, max_len_a=1.0, max_len_b=2)
+    beams = beam_search(model, src, 3, nbest=3, max_len_a=1.0, max_len_b=2)
+    assert len({len(t) for t in greedy}) > 1  # the sentences do end at different steps
+    for i, (source, _) in enumerate(pairs):
+        alone = toy_batch([(source, [EOS])])[0]
+        assert greedy_decode(model, alone, max_len_a=1.0, max_len_b=2)[0] == greedy[i]
+        by_itself = beam_search(model, alone, 3, nbest=3, max_len_a=1.0, max_len_b=2)[0]
+        assert [h.tokens for h in by_itself] == [h.tokens for h in beams[i]]
+        assert [h.score for h in by_itself] == pytest.approx([h.score for h in beams[i]], abs=1e-4)
+
+
 def test_beam_of_one_is_greedy():
     model, src = random_model(seed=1), sources(8, seed=1)
     assert [h[0].tokens for h in beam_search(model, src, beam_size=1)] == greedy_decode(model, src)

@@ -40,33 +40,48 @@ def _step_logits(model, tokens, memory, src_mask, cache):
     return model.decode(tokens, memory, src_mask, last_only=True)[:, -1]
 
 
+def _keep_sources(rows, memory, src_mask, cache):
+    """Drop finished sentences' sources (encoder output, mask, encoder-decoder keys and values):
+    keep batch rows `rows`, in that order. The self-attention caches are reordered by the caller."""
+    for layer in cache or []:
+        layer["cross"].reorder(rows)
+    return memory.index_select(0, rows), src_mask.index_select(0, rows)
+
+
 @torch.no_grad()
 def greedy_decode(model, src, max_len=None, max_len_a=2.0, max_len_b=10, use_cache=True) -> list[list[int]]:
-    """The most likely token at every step, for a batch of padded sources (batch, src_len)."""
+    """The most likely token at every step, for a batch of padded sources (batch, src_len).
+    A sentence leaves the batch once it has its EOS or reaches its length limit."""
     c, was_training = model.config, model.training
     model.eval()
     memory, src_mask = model.encode(src)
-    limits = length_limits(model, src, max_len, max_len_a, max_len_b)
-    steps = int(limits.max()) if len(limits) else 0
-    tokens = torch.full((src.size(0), 1), c.bos_token_id, dtype=torch.long, device=src.device)
-    done = limits == 0
-    cache = model.new_cache(steps + 1) if use_cache else None
-    for step in range(steps):
-        if done.all():
-            break
+    limits = length_limits(model, src, max_len, max_len_a, max_len_b).tolist()
+    out = [[] for _ in limits]
+    alive = [b for b, limit in enumerate(limits) if limit > 0]  # the sentence in each batch row
+    if len(alive) < len(limits):
+        memory, src_mask = memory[alive], src_mask[alive]
+    tokens = torch.full((len(alive), 1), c.bos_token_id, dtype=torch.long, device=src.device)
+    cache = model.new_cache(max(limits) + 1) if use_cache and alive else None
+    step = 0
+    while alive:
         next_token = _step_logits(model, tokens, memory, src_mask, cache).argmax(-1)
-        next_token = next_token.masked_fill(done, c.pad_token_id)  # finished rows only wait
+        step += 1
+        still = []
+        for i, (b, t) in enumerate(zip(alive, next_token.tolist())):
+            if t != c.eos_token_id:
+                out[b].append(t)
+            if t != c.eos_token_id and step < limits[b]:
+                still.append(i)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)
-        done |= (next_token == c.eos_token_id) | (step + 1 >= limits)
+        if len(still) < len(alive):
+            rows = torch.tensor(still, dtype=torch.long, device=src.device)
+            tokens = tokens.index_select(0, rows)
+            memory, src_mask = _keep_sources(rows, memory, src_mask, cache)
+            for layer in cache or []:
+                layer["self"].reorder(rows)
+            alive = [alive[i] for i in still]
     model.train(was_training)
-    return [_strip(row[1:].tolist(), c.eos_token_id, c.pad_token_id) for row in tokens]
-
-
-def _strip(ids, eos, pad):
-    for i, t in enumerate(ids):
-        if t == eos or t == pad:
-            return ids[:i]
-    return ids
+    return out
 
 
 @torch.no_grad()
@@ -79,65 +94,70 @@ def beam_search(model, src, beam_size=4, length_penalty=1.0, max_len=None, max_l
     0.0 by the plain sum, which favours short outputs). Each step keeps the best `beam_size` of
     every live beam's continuations; a continuation that ends in EOS among the best `beam_size` is
     finished and not expanded further. A sentence is done once it has `beam_size` finished
-    hypotheses (fairseq's rule) or reaches its length limit, where EOS is forced; the search stops
-    when every sentence is done.
+    hypotheses (fairseq's rule) or reaches its length limit, where EOS is forced; a done sentence
+    leaves the batch (its rows of the cache too), and the search stops when none is left.
     """
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"nbest must be between 1 and the beam size {beam_size}, got {nbest}")
     c, was_training = model.config, model.training
     model.eval()
-    batch, k = src.size(0), beam_size
+    batch, k, device = src.size(0), beam_size, src.device
     memory, src_mask = model.encode(src)
-    memory, src_mask = memory.repeat_interleave(k, 0), src_mask.repeat_interleave(k, 0)  # row b*k+j: beam j
-    limits = length_limits(model, src, max_len, max_len_a, max_len_b)
-    tokens = torch.full((batch * k, 1), c.bos_token_id, dtype=torch.long, device=src.device)
+    memory, src_mask = memory.repeat_interleave(k, 0), src_mask.repeat_interleave(k, 0)  # row i*k+j: beam j
+    limits = length_limits(model, src, max_len, max_len_a, max_len_b).tolist()
+    alive = list(range(batch))  # the sentence in each group of k rows
+    tokens = torch.full((batch * k, 1), c.bos_token_id, dtype=torch.long, device=device)
     # Every beam starts as the same empty prefix: only beam 0 may expand at the first step.
-    scores = torch.full((batch, k), -math.inf, device=src.device)
+    scores = torch.full((batch, k), -math.inf, device=device)
     scores[:, 0] = 0.0
     finished = [[] for _ in range(batch)]
-    done = [False] * batch
-    cache = model.new_cache(int(limits.max()) + 1) if use_cache and batch else None
-    offsets = (torch.arange(batch, device=src.device) * k)[:, None]
+    cache = model.new_cache(max(limits) + 1) if use_cache and batch else None
+    beams = torch.arange(k, device=device)
     step = 0
-    while not all(done):
+    while alive:
+        n = len(alive)
         log_probs = _step_logits(model, tokens, memory, src_mask, cache).float().log_softmax(-1)
-        at_limit = (step >= limits).repeat_interleave(k)  # `step` tokens made: only EOS may follow
-        if at_limit.any():
-            eos_only = torch.full_like(log_probs[0], -math.inf)
-            eos_only[c.eos_token_id] = 0.0
-            log_probs[at_limit] = log_probs[at_limit] + eos_only
+        at_limit = [i for i, b in enumerate(alive) if step >= limits[b]]  # `step` tokens made: only EOS
+        if at_limit:
+            rows = (torch.tensor(at_limit, device=device)[:, None] * k + beams).view(-1)
+            eos = log_probs[rows, c.eos_token_id]
+            log_probs[rows] = -math.inf
+            log_probs[rows, c.eos_token_id] = eos
         vocab = log_probs.size(-1)
-        candidates = (scores.view(-1, 1) + log_probs).view(batch, k * vocab)
+        candidates = (scores.view(-1, 1) + log_probs).view(n, k * vocab)
         # 2k candidates: each beam offers at most one EOS, so at least k of them continue.
         top_scores, top_index = candidates.topk(2 * k, dim=1)
         top_beam, top_token = top_index // vocab, top_index % vocab
         is_eos = top_token == c.eos_token_id
-        _finish(finished, done, tokens, top_scores, top_beam, is_eos, k, step, length_penalty)
-        for b in range(batch):
-            done[b] = done[b] or len(finished[b]) >= k or bool(step >= limits[b])
+        _finish(finished, alive, tokens, top_scores, top_beam, is_eos, k, step, length_penalty)
         # The best k candidates that do not end in EOS become the next beams.
-        rank = torch.arange(2 * k, device=src.device) + is_eos * 2 * k
+        rank = torch.arange(2 * k, device=device) + is_eos * 2 * k
         keep = rank.topk(k, dim=1, largest=False).indices
-        rows = (offsets + top_beam.gather(1, keep)).view(-1)
-        scores = top_scores.gather(1, keep)
-        tokens = torch.cat([tokens[rows], top_token.gather(1, keep).view(-1, 1)], dim=1)
-        if cache is not None:
-            # The encoder-decoder caches stay: every beam of a sentence holds the same source.
-            for layer in cache:
-                layer["self"].reorder(rows)
+        rows = torch.arange(n, device=device)[:, None] * k + top_beam.gather(1, keep)
+        scores, next_token = top_scores.gather(1, keep), top_token.gather(1, keep)
         step += 1
+        still = [i for i, b in enumerate(alive) if len(finished[b]) < k and step <= limits[b]]
+        if len(still) < n:  # done sentences leave the batch
+            kept = torch.tensor(still, dtype=torch.long, device=device)
+            rows, scores, next_token = rows[kept], scores[kept], next_token[kept]
+            memory, src_mask = _keep_sources((kept[:, None] * k + beams).view(-1), memory, src_mask, cache)
+            alive = [alive[i] for i in still]
+        rows = rows.view(-1)
+        tokens = torch.cat([tokens[rows], next_token.view(-1, 1)], dim=1)
+        for layer in cache or []:
+            layer["self"].reorder(rows)
     model.train(was_training)
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
 
 
-def _finish(finished, done, tokens, top_scores, top_beam, is_eos, k, step, length_penalty):
+def _finish(finished, alive, tokens, top_scores, top_beam, is_eos, k, step, length_penalty):
     """Record the EOS candidates among each live sentence's best k as finished hypotheses."""
     length = step + 1  # the tokens made so far and this EOS
-    for b, j in is_eos[:, :k].nonzero().tolist():
-        score = float(top_scores[b, j])
-        if done[b] or len(finished[b]) >= k or score == -math.inf:
+    for i, j in is_eos[:, :k].nonzero().tolist():
+        b, score = alive[i], float(top_scores[i, j])
+        if len(finished[b]) >= k or score == -math.inf:
             continue
-        prefix = tokens[b * k + int(top_beam[b, j]), 1:].tolist()
+        prefix = tokens[i * k + int(top_beam[i, j]), 1:].tolist()
         finished[b].append(Hypothesis(prefix, score / length ** length_penalty, score))
 
 
