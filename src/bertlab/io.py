@@ -5,12 +5,14 @@ import tempfile
 
 
 def atomic_write(path, write_fn, mode="w", encoding="utf-8"):
-    """Call write_fn(file) on a temporary file beside `path`, then rename it over `path`."""
+    """Call write_fn(file) on a temporary file beside `path`, then rename it over `path`. The file
+    gets the permissions a plain open() would give (mkstemp's are owner-only)."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
     try:
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": encoding, "newline": "\n"})) as f:
             write_fn(f)
             f.flush()
@@ -20,6 +22,12 @@ def atomic_write(path, write_fn, mode="w", encoding="utf-8"):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path, text: str):
