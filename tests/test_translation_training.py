@@ -63,6 +63,19 @@ def test_label_smoothing_matches_a_hand_computation():
     assert label_smoothed_loss(logits, target, pad, eps).item() == pytest.approx(expected.item(), rel=1e-6)
 
 
+def test_training_loss_skips_padding_but_equals_the_full_loss():
+    # step_loss_of projects only the real target positions to the vocabulary
+    config = TransformerConfig.preset("test", source_vocab_size=12, target_vocab_size=12)
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(config).eval()
+    batch = collate([([5, 6, 7], [8, 9, 10, 11, 4]), ([4], [5]), ([6, 6], [7, 8])], config.pad_token_id,
+                    config.bos_token_id, config.eos_token_id)
+    assert (batch.tgt_out == config.pad_token_id).any()
+    full = label_smoothed_loss(model(batch.src, batch.tgt_in), batch.tgt_out, config.pad_token_id, 0.1)
+    step = step_loss_of(config.pad_token_id, 0.1, batch.num_tokens, 1, "cpu")(model, batch)
+    assert step.item() == pytest.approx(full.item() / batch.num_tokens, rel=1e-6)
+
+
 def test_gradient_accumulation_equals_one_big_batch():
     config = TransformerConfig.preset("test", source_vocab_size=12, target_vocab_size=12)
     g = torch.Generator().manual_seed(0)

@@ -126,16 +126,17 @@ class Seq2SeqTransformer(nn.Module):
         `max_len` target positions, and encoder-decoder keys/values projected once (static)."""
         return [{"self": PreallocatedKVCache(max_len), "cross": KVCache(static=True)} for _ in self.decoder]
 
-    def decode(self, tgt, memory, src_mask, cache=None, last_only=False):
+    def decode(self, tgt, memory, src_mask, cache=None, last_only=False, keep=None):
         """Logits (batch, len, target_vocab) for target tokens `tgt`. With a cache, `tgt` holds only
         the positions after the cached ones; their keys/values are appended. `last_only` projects
-        the last position only (what a decoding step needs)."""
+        the last position only (what a decoding step needs); `keep` (bool, like `tgt`) projects only
+        the positions where it is True, giving (kept, target_vocab)."""
         start = len(cache[0]["self"]) if cache else 0
         x = self.embed(self.target_embedding, tgt, start)
         self_mask = self._self_mask(tgt, start)
         for i, block in enumerate(self.decoder):
             x, _ = block(x, memory, self_mask=self_mask, memory_mask=src_mask, cache=cache[i] if cache else None)
-        return self.output(x[:, -1:] if last_only else x)
+        return self.output(x[:, -1:] if last_only else x if keep is None else x[keep])
 
     def _self_mask(self, tgt, start):
         length = tgt.size(1)
@@ -145,7 +146,9 @@ class Seq2SeqTransformer(nn.Module):
         # so no query is left without a key.
         return causal_mask(length, device=tgt.device) & padding_mask(tgt != self.config.pad_token_id)
 
-    def forward(self, src, tgt_in):
-        """Teacher forcing: logits (batch, tgt_len, target_vocab) predicting tgt_out from tgt_in."""
+    def forward(self, src, tgt_in, keep=None):
+        """Teacher forcing: logits (batch, tgt_len, target_vocab) predicting tgt_out from tgt_in.
+        Training passes `keep` = the real (non-pad) target positions: the output projection and the
+        softmax, a third of a small model's work, then skip the padding; logits (kept, vocab)."""
         memory, src_mask = self.encode(src)
-        return self.decode(tgt_in, memory, src_mask)
+        return self.decode(tgt_in, memory, src_mask, keep=keep)

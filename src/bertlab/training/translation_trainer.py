@@ -61,7 +61,7 @@ def label_smoothed_loss(logits, target, pad_id: int, epsilon: float = 0.1):
     """Sum over the non-pad target positions of the cross-entropy against (1 - eps) * one-hot +
     eps / V (Szegedy et al.'s uniform smoothing, as the paper's eps_ls; torch's label_smoothing).
     Callers divide by the number of target tokens."""
-    return F.cross_entropy(logits.float().flatten(0, 1), target.flatten(), ignore_index=pad_id,
+    return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), target.reshape(-1), ignore_index=pad_id,
                            label_smoothing=epsilon, reduction="sum")
 
 
@@ -91,8 +91,10 @@ def step_loss_of(pad_id, epsilon, step_tokens, grad_accum, device):
     grad_accum, so this returns sum * grad_accum / step_tokens. The step's loss is then normalised
     by all its target tokens, as one big batch would be (not a mean of micro-batch means)."""
     def loss_of(model, batch):
-        logits = model(batch.src.to(device), batch.tgt_in.to(device))
-        return label_smoothed_loss(logits, batch.tgt_out.to(device), pad_id, epsilon) * grad_accum / step_tokens
+        target = batch.tgt_out.to(device)
+        real = target != pad_id  # logits at the real target positions only
+        logits = model(batch.src.to(device), batch.tgt_in.to(device), real)
+        return label_smoothed_loss(logits, target[real], pad_id, epsilon) * grad_accum / step_tokens
     return loss_of
 
 
