@@ -34,7 +34,10 @@ class BertForSequenceClassification(_BertWithHead):
         self.classifier = self._init_head(nn.Linear(config.hidden_size, num_labels))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None):
-        out = self.bert(input_ids, token_type_ids, attention_mask)
+        # Only [CLS] is read: forward_at packs the padding away and runs the last layer for [CLS]
+        # alone (its keys and values still see every token). The same logits, less work.
+        no_positions = input_ids.new_zeros(input_ids.size(0), 0)
+        out = self.bert.forward_at(no_positions, input_ids, token_type_ids, attention_mask)
         return self.classifier(self.dropout(out.pooled_output))
 
 
