@@ -2,6 +2,8 @@
 
     python benchmarks/bench_translate.py --data /tmp/gettext_de --src en --tgt de [--preset small] \
         [--vocab-size 8000] [--max-tokens 4096] [--batches 4] [--repeat 3] [--only train,greedy,beam] [--threads 2]
+    python benchmarks/bench_translate.py --model RUN/model --data /tmp/gettext_de --src de --tgt en \
+        --only greedy,beam [--decode-sentences 512] [--decode-batch 64]
 
 Both models are built from one TransformerConfig (``marian_config`` maps it to HF's MarianConfig:
 post-LN, ReLU, static sinusoids, embeddings times sqrt(d_model), one shared and tied embedding
@@ -28,6 +30,14 @@ fixed length, ``--new-tokens`` N (ours: ``max_len=N, max_len_a=0, max_len_b=N``;
 ``max_new_tokens=N``; beam search then spends one more step on a forced EOS on both sides: HF's
 ``forced_eos_token_id`` with ``max_new_tokens=N + 1``). Output lengths are asserted on both sides;
 with equal weights the translations agree too (printed: how many; rounding may flip a near-tie).
+
+With ``--model DIR`` (a trained ``translate-train`` model folder) both sides hold its weights and
+vocabulary and translate real test sentences as ``bertlab translate`` does: the first
+``--decode-sentences`` lines of the test split, sorted by length into batches of ``--decode-batch``,
+EOS allowed, each sentence's length limit min(max_len, 2 * source + 10) on both sides (HF through
+the ``LengthLimit`` logits processor of ``translate_hf_trainer.py``). This is the work a user has:
+sentences end at different steps, and a finished sentence leaves our batch, while HF's
+``generate`` keeps it until the batch's last sentence ends.
 """
 import argparse
 import os
@@ -43,7 +53,8 @@ from harness import Row, measure, print_table  # noqa: E402
 
 from bertlab.core.embeddings import sinusoidal_positions  # noqa: E402
 from bertlab.data.parallel import ParallelData, collate  # noqa: E402
-from bertlab.inference.translate import beam_search, greedy_decode  # noqa: E402
+from bertlab.inference.translate import beam_search, greedy_decode, translate_ids  # noqa: E402
+from bertlab.interop.translation_folder import load_translation_model  # noqa: E402
 from bertlab.io import read_lines  # noqa: E402
 from bertlab.models.transformer import Seq2SeqTransformer, TransformerConfig  # noqa: E402
 from bertlab.tokenization.subword import SubwordTokenizer  # noqa: E402
@@ -238,6 +249,36 @@ def decoding_rows(ours, hf, src, pad_id, eos_id, bos_id, beam, new_tokens, repea
     return rows
 
 
+def real_decoding_rows(ours, hf, source, target, lines, beam, batch_size, repeat):
+    """Translate real `lines` with the trained weights on both sides, as `bertlab translate` does."""
+    from argparse import Namespace
+
+    from translate_hf_trainer import translate as hf_translate
+    ours.eval(), hf.eval()
+    outputs = {}
+    encoded = [source.encode(line) for line in lines]
+    settings = Namespace(batch_size=batch_size, beam=beam, length_penalty=1.0, max_len=None, max_len_a=2.0,
+                         max_len_b=10)
+
+    def run_ours():
+        hyps = translate_ids(ours, encoded, beam_size=beam, batch_size=batch_size, length_penalty=1.0)
+        outputs["bertlab"] = [target.decode(h[0].tokens) for h in hyps]
+
+    def run_hf():
+        with torch.inference_mode():
+            outputs[HF] = hf_translate(hf, source, target, lines, settings)
+
+    name = "greedy" if beam == 1 else f"beam {beam}"
+    work = f"{name}, {len(lines)} real test sentences, batches of {batch_size}"
+    rows = [Row(work, "bertlab", len(lines), "sentences/s", measure(run_ours, repeat=repeat)),
+            Row(work, HF, len(lines), "sentences/s", measure(run_hf, repeat=repeat))]
+    same = sum(a == b for a, b in zip(outputs["bertlab"], outputs[HF]))
+    words = sum(len(t.split()) for t in outputs["bertlab"]) / max(1, len(lines))
+    print(f"{name}: the same translation on both sides for {same} of {len(lines)} sentences "
+          f"({words:.1f} words per translation)", flush=True)
+    return rows
+
+
 def load_data(args):
     def path(split, lang):
         return os.path.join(args.data, f"{split}.{lang}")
@@ -266,7 +307,10 @@ def main():
     p.add_argument("--preset", default="small")
     p.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per training batch")
     p.add_argument("--batches", type=int, default=4, help="training batches per timed call")
+    p.add_argument("--model", metavar="DIR", help="a trained translate-train model folder: its weights and "
+                   "vocabulary on both sides, real test sentences decoded with EOS allowed")
     p.add_argument("--decode-batch", type=int, default=64)
+    p.add_argument("--decode-sentences", type=int, default=512, help="test lines translated with --model")
     p.add_argument("--new-tokens", type=int, default=32)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--only", default="train,greedy,beam")
@@ -275,6 +319,8 @@ def main():
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load {os.getloadavg()}", flush=True)
+    if args.model:
+        return main_trained(args)
     tokenizer, batches, src = load_data(args)
     config = TransformerConfig.preset(args.preset, source_vocab_size=len(tokenizer), target_vocab_size=len(tokenizer),
                                       share_embeddings=True, max_position_embeddings=512)  # translate-train's
@@ -293,6 +339,29 @@ def main():
         else:
             raise SystemExit(f"unknown job {job!r}: choose from train, greedy, beam")
         print_table(rows)
+    print_ratios(rows, start)
+
+
+def main_trained(args):
+    """--model: decoding only, with trained weights on real sentences."""
+    from transformers import MarianMTModel
+    ours, source, target, _ = load_translation_model(args.model)
+    hf = init_like_bertlab(MarianMTModel(marian_config(ours.config)))  # our sinusoid layout
+    copy_into_marian(ours, hf)
+    lines = read_lines(os.path.join(args.data, f"test.{args.src}"))[:args.decode_sentences]
+    pairs = [(source.encode(line), target.encode(line)[:8] + [target.eos_id]) for line in lines[:16]]
+    check_same_function(ours, hf, collate(pairs, target.pad_id, target.bos_id, target.eos_id), target.pad_id)
+    rows, start = [], time.time()
+    for job in args.only.split(","):
+        if job not in ("greedy", "beam"):
+            raise SystemExit(f"unknown job {job!r} with --model: choose from greedy, beam")
+        rows += real_decoding_rows(ours, hf, source, target, lines, 1 if job == "greedy" else 4,
+                                   args.decode_batch, args.repeat)
+        print_table(rows)
+    print_ratios(rows, start)
+
+
+def print_ratios(rows, start):
     for work in dict.fromkeys(r.workload for r in rows):
         ours_row, hf_row = (next(r for r in rows if r.workload == work and r.implementation == name)
                             for name in ("bertlab", HF))
