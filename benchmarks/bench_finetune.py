@@ -81,7 +81,7 @@ def tfidf_baseline(data):
     return {"C": best[1], "dev_accuracy": best[0], **best[2]}
 
 
-def run_bertlab(folder, out, epochs, evaluate=True, lr=5e-5, batch=32, seed=0, group_by_length=True):
+def run_bertlab(folder, out, epochs, evaluate=True, lr=5e-5, batch=32, seed=0, group_by_length=False):
     task = SequenceClassificationTask(text_a="description", label="section")
     train = task.read(os.path.join(folder, "train.tsv"))
     task.fit_labels(train)
@@ -165,8 +165,8 @@ def main():
     parser.add_argument("--max-train", type=int, default=None, help="keep a random N training rows")
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--no-group-by-length", action="store_true",
-                        help="bertlab side: plain shuffled batches, as HF Trainer's default")
+    parser.add_argument("--group-by-length", action="store_true",
+                        help="bertlab side: length-grouped batches (default: plain shuffled, as HF Trainer's default)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     tmp = tempfile.mkdtemp(prefix="bench_finetune_")
@@ -181,7 +181,7 @@ def main():
         results["tfidf"] = tfidf_baseline(data)
         print("TF-IDF + LR:", json.dumps(results["tfidf"]), flush=True)
     runners = {"bertlab": lambda out, seed, **kw: run_bertlab(
-                   folder, out, epochs, evaluate, args.lr, args.batch_size, seed, not args.no_group_by_length),
+                   folder, out, epochs, evaluate, args.lr, args.batch_size, seed, args.group_by_length),
                "hf": lambda out, seed, group_by_length=False: run_hf(
                    folder, out, epochs, evaluate, group_by_length, lr=args.lr, batch=args.batch_size, seed=seed)}
     for side in ("bertlab", "hf"):

@@ -60,7 +60,9 @@ def add_parser(subparsers):
     train.add_argument("--patience", type=int, help="early stopping: evaluations without a better dev score")
     train.add_argument("--max-steps", type=int)
     train.add_argument("--max-minutes", type=float, help="stop (and keep the best model) after this many minutes")
-    train.add_argument("--no-group-by-length", action="store_true", help="plain shuffled batches")
+    train.add_argument("--group-by-length", action="store_true",
+                       help="batches of similar lengths (less padding, faster on mixed lengths; on short texts it "
+                            "cost ~1.4 points of accuracy, see the README). Default: plain shuffled batches")
     train.add_argument("--init", choices=["pretrained", "random"], default="pretrained",
                        help="random: the same architecture from random weights (a baseline)")
     train.add_argument("--grid", action="store_true",
@@ -97,7 +99,7 @@ def settings_from(args) -> FinetuneSettings:
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, warmup_proportion=args.warmup_proportion,
         weight_decay=args.weight_decay, grad_accum=args.grad_accum, grad_clip=args.grad_clip,
         eval_every=args.eval_every, patience=args.patience, max_steps=args.max_steps, max_minutes=args.max_minutes,
-        group_by_length=not args.no_group_by_length, seed=args.seed, device=args.device, precision=args.precision,
+        group_by_length=args.group_by_length, seed=args.seed, device=args.device, precision=args.precision,
         progress=not args.quiet)
 
 

@@ -35,7 +35,7 @@ class FinetuneSettings:
     patience: int | None = None  # stop after this many evaluations without a better dev score
     max_steps: int | None = None
     max_minutes: float | None = None
-    group_by_length: bool = True
+    group_by_length: bool = False  # plain shuffling; grouping cost ~1.4 points on short texts (README)
     eval_batch_size: int = 64
     seed: int = 0
     device: str = "auto"
