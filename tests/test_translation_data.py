@@ -176,6 +176,19 @@ def test_real_german_catalogs(tmp_path):
     assert not any(s.startswith("_") and s[1:2].isupper() and " " not in s for s in sources)
 
 
+def test_shipped_gnu_corpus_is_aligned_clean_and_split_by_catalog():
+    """data/gettext-gnu-de (the main job's corpus): what stats.json says, aligned, normalised."""
+    folder = Path(__file__).resolve().parents[1] / "data" / "gettext-gnu-de"
+    stats = json.loads((folder / "stats.json").read_text())
+    catalogs = [c for split in ("train", "valid", "test") for c in stats["catalogs"][split]]
+    assert len(catalogs) == len(set(catalogs)) == 9  # no catalog in two splits
+    for split in ("train", "valid", "test"):
+        text = read_parallel(folder / f"{split}.de", folder / f"{split}.en")
+        assert len(text.sources) == stats["pairs"][split] and text.skipped_empty == 0
+        for source, target in zip(text.sources, text.targets):
+            assert normalize(source) == source and normalize(target) == target and source != target
+
+
 # ---- subword vocabulary -----------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
