@@ -119,10 +119,10 @@ def beam_search(model, src, beam_size=4, length_penalty=1.0, max_len=None, max_l
         log_probs = _step_logits(model, tokens, memory, src_mask, cache).float().log_softmax(-1)
         at_limit = [i for i, b in enumerate(alive) if step >= limits[b]]  # `step` tokens made: only EOS
         if at_limit:
-            rows = (torch.tensor(at_limit, device=device)[:, None] * k + beams).view(-1)
-            eos = log_probs[rows, c.eos_token_id]
-            log_probs[rows] = -math.inf
-            log_probs[rows, c.eos_token_id] = eos
+            limit_rows = (torch.tensor(at_limit, device=device)[:, None] * k + beams).view(-1)
+            eos = log_probs[limit_rows, c.eos_token_id]
+            log_probs[limit_rows] = -math.inf
+            log_probs[limit_rows, c.eos_token_id] = eos
         vocab = log_probs.size(-1)
         candidates = (scores.view(-1, 1) + log_probs).view(n, k * vocab)
         # 2k candidates: each beam offers at most one EOS, so at least k of them continue.
