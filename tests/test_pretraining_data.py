@@ -580,3 +580,19 @@ def test_jieba_missing_is_a_clear_error(chinese_vocab, tmp_path, capsys, monkeyp
     text.write_text("我们在北京大学学习\n", encoding="utf-8")
     code, _, err = run_cli(capsys, text, "--vocab", chinese_vocab, "-o", tmp_path / "out", "--jieba")
     assert code == 2 and "needs the jieba package: pip install 'bertlab[chinese]'" in err
+
+
+def test_rows_in_any_order_across_shards(tmp_path):
+    """Training reads shuffled batches: each row read from its own shard, in the order asked (and
+    repeats allowed), whatever shard boundaries the indices cross."""
+    from pretraining_data import make_folders
+    train, _, _ = make_folders(tmp_path, limit=600)
+    data = PretrainingData(train)
+    assert len(data.meta["shards"]) > 1
+    order = np.concatenate([np.random.default_rng(0).permutation(len(data))[:150], [0, len(data) - 1, 0]])
+    got = data.rows(order)
+    sizes = [s["instances"] for s in data.meta["shards"]]
+    where = [(s, i - sum(sizes[:s])) for i in order for s in [int(np.searchsorted(np.cumsum(sizes), i, "right"))]]
+    for field, array in got.items():
+        expected = np.stack([np.asarray(data.shards[s][field][j]) for s, j in where])
+        np.testing.assert_array_equal(array, expected, err_msg=field)

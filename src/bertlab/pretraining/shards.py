@@ -130,13 +130,17 @@ class PretrainingData:
 
     def rows(self, indices) -> dict[str, np.ndarray]:
         """The stored fields of these instances (global indices), stacked in the order given."""
-        indices = np.asarray(indices)
+        indices = np.asarray(indices, dtype=np.int64)
         shard = np.searchsorted(self.offsets, indices, side="right") - 1
-        parts = {f: [] for f in self.shards[0]}
-        for i, s in zip(indices, shard):
+        out = {}
+        for s in np.unique(shard):  # one fancy-indexed read per shard and field
+            here = np.nonzero(shard == s)[0]
+            local = indices[here] - self.offsets[s]
             for f, array in self.shards[s].items():
-                parts[f].append(array[i - self.offsets[s]])
-        return {f: np.stack(v) for f, v in parts.items()}
+                if f not in out:
+                    out[f] = np.empty((len(indices),) + array.shape[1:], array.dtype)
+                out[f][here] = array[local]
+        return out
 
     def batch(self, indices, mask_fn=None) -> dict[str, torch.Tensor]:
         """input_ids, token_type_ids, attention_mask, masked_lm_positions, masked_lm_ids,
