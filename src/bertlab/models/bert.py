@@ -103,10 +103,13 @@ class BertModel(nn.Module):
         """The last layer's output at `positions` (batch, n) only, (batch, n, hidden), and the pooled
         [CLS]: what the pretraining heads read. Exact, and cheaper than forward() in two ways:
         the padding is packed away (core.packing: position-wise layers skip it), and the last
-        layer computes only the n positions and [CLS] (its keys and values still see every token)."""
+        layer computes only the n positions and [CLS] (its keys and values still see every token).
+        Packing is for CPUs: on a GPU its index bookkeeping (a host sync, extra small kernels) cost more
+        than the padding it skips (H100, bf16 BERT-base batch 64: 39.8 ms a step packed, 26.9 padded)."""
         packing = mask = None
         if attention_mask is not None and not bool(attention_mask.all()):
-            mask, packing = padding_mask(attention_mask), Packing(attention_mask)
+            mask = padding_mask(attention_mask)
+            packing = Packing(attention_mask) if attention_mask.device.type == "cpu" else None
         x = self.embeddings.sum_embeddings(input_ids, token_type_ids)
         if packing is not None:
             x = packing.pack(x)
