@@ -121,7 +121,7 @@ def run(args):
     if splits.get("test"):
         from .predict import predict_file
         summary["test"] = predict_file(os.path.join(args.output, "model"), args.test or splits["test_path"],
-                                       os.path.join(args.output, "test_predictions.jsonl"))
+                                       os.path.join(args.output, "test_predictions.jsonl"), progress=not args.quiet)
     atomic_write_text(os.path.join(args.output, "summary.json"), json.dumps(summary, indent=2, default=str) + "\n")
     print(json.dumps({k: summary[k] for k in ("task", "metric", "best_score", "dev", "test") if k in summary}),
           file=sys.stderr)

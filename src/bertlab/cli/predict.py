@@ -20,12 +20,12 @@ def add_parser(subparsers):
     p.set_defaults(run=run)
 
 
-def predict_file(model_dir, path, output=None, batch_size=64) -> dict:
+def predict_file(model_dir, path, output=None, batch_size=64, progress=True) -> dict:
     """Predict every example of `path`; returns the metrics (empty when the file is unlabelled)."""
     task, model, tokenizer = load_finetuned(model_dir)
     examples = task.read(path)
     features = task.featurize(examples, tokenizer)
-    outputs = predict_outputs(task, model, features, tokenizer.pad_token_id, batch_size, progress=True)
+    outputs = predict_outputs(task, model, features, tokenizer.pad_token_id, batch_size, progress=progress)
     rows = task.predictions(examples, features, outputs)
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     if output:
