@@ -3,6 +3,7 @@ batches of real English text, same optimizer; sequence length 128, 20 masked pos
 
     python benchmarks/bench_pretrain.py [--config small|base|both] [--steps 6] [--warmup 2] [--repeat 3]
                                         [--threads 2] [--precision fp32|bf16] [--optimizer fused|foreach]
+                                        [--device cpu|cuda] [--batch-size N]
 
 Configs: BERT-small (L=4, H=256, A=4, I=1024) at batch 32 and BERT-base (L=12, H=768, A=12,
 I=3072) at batch 8, both from scratch with the bert-base-uncased vocabulary (30,522 pieces).
@@ -29,6 +30,14 @@ warmer cache or the other's memory. A run reports the median of its `--steps` ti
 runtime). The tables show the median over runs; tokens are batch x 128 positions per step. The
 second table divides by CPU seconds (both threads) instead of wall seconds: on a machine shared with
 other jobs, wall time also counts the time a thread waited for a core.
+
+On a GPU (--device cuda) steps are timed between torch.cuda.synchronize() calls, memory is the peak
+allocated by PyTorch (torch.cuda.max_memory_allocated), fp32 keeps TF32 off (PyTorch's default), and
+the table adds model-FLOPs utilisation: the FLOPs the step needs (forward + backward = 3 x forward;
+every layer's matmuls and attention at all 128 positions, the MLM head at the 20 masked positions,
+the pooler and NSP head) over the device's dense peak (--peak-tflops, or known for H100/H200: 989
+TFLOP/s bf16, 67 fp32). Both sides are credited the same FLOPs, so HF's decoder over the unmasked
+positions counts as overhead, not as useful work. Use a larger --batch-size there (e.g. 256 / 64).
 """
 import argparse
 import json
@@ -49,6 +58,25 @@ CONFIGS = {"small": ({"hidden_size": 256, "num_hidden_layers": 4, "num_attention
                       "intermediate_size": 1024}, 32),
            "base": ({"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
                      "intermediate_size": 3072}, 8)}
+
+
+def step_flops(config: str, batch: int, vocab: int = 30522) -> float:
+    """Model FLOPs of one training step (3 x the forward pass; the MLM head at the masked positions)."""
+    c, _ = CONFIGS[config]
+    h, layers, inter = c["hidden_size"], c["num_hidden_layers"], c["intermediate_size"]
+    per_token_layer = 2 * (4 * h * h + 2 * h * inter) + 2 * 2 * SEQ * h  # projections + scores and values
+    per_sequence = SEQ * layers * per_token_layer + PREDICTIONS * 2 * (h * h + h * vocab) + 2 * (h * h + 2 * h)
+    return 3.0 * batch * per_sequence
+
+
+def peak_tflops(args) -> float | None:
+    if args.peak_tflops:
+        return args.peak_tflops
+    import torch
+    name = torch.cuda.get_device_name() if args.device == "cuda" else ""
+    if "H100" in name or "H200" in name:  # dense, SXM: bf16 tensor cores / fp32 without TF32
+        return 989.0 if args.precision == "bf16" else 67.0
+    return None
 
 
 # ---- data (parent) -------------------------------------------------------------------------
@@ -83,7 +111,11 @@ def batches(folder: str, batch_size: int, n: int, seed: int = 0) -> list[dict]:
     return [data.batch(order[i * batch_size:(i + 1) * batch_size]) for i in range(n)]
 
 
-def build_side(side: str, config_name: str, optimizer: str):
+def batch_size_of(args) -> int:
+    return args.batch_size or CONFIGS[args.config][1]
+
+
+def build_side(side: str, config_name: str, optimizer: str, device: str = "cpu"):
     """(model, optimizer, step_loss) for one side; step_loss(batch) is the scalar loss of one batch."""
     import torch
     overrides, _ = CONFIGS[config_name]
@@ -111,6 +143,7 @@ def build_side(side: str, config_name: str, optimizer: str):
             return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                          token_type_ids=batch["token_type_ids"], labels=batch["labels"],
                          next_sentence_label=batch["next_sentence_labels"]).loss
+    model.to(device)
     opt = torch.optim.AdamW(groups, lr=1e-4, betas=(0.9, 0.999), eps=1e-6,
                             **({"fused": True} if optimizer == "fused" else {"foreach": True}))
     return model, opt, step_loss
@@ -129,29 +162,35 @@ def hf_labels(batch):
 def run_child(args) -> dict:
     import torch
     torch.set_num_threads(args.threads)
-    _, batch_size = CONFIGS[args.config]
+    batch_size = batch_size_of(args)
     data = batches(args.data, batch_size, args.warmup + args.steps)
     if args.child == "hf":
         for b in data:
             b["labels"] = hf_labels(b)
-    model, opt, step_loss = build_side(args.child, args.config, args.optimizer)
+    data = [{k: v.to(args.device) for k, v in b.items()} for b in data]
+    model, opt, step_loss = build_side(args.child, args.config, args.optimizer, args.device)
     model.train()
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16")
+    autocast = torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.precision == "bf16")
+    cuda = args.device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     times, cpu_times, losses = [], [], []
     for i, batch in enumerate(data):
+        sync()
         start, cpu_start = time.perf_counter(), time.process_time()
         with autocast:
             loss = step_loss(batch)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        sync()
         if i >= args.warmup:
             times.append(time.perf_counter() - start)
             cpu_times.append(time.process_time() - cpu_start)
         losses.append(float(loss.detach()))
+    peak_mb = (torch.cuda.max_memory_allocated() if cuda
+               else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2**20
     return {"seconds": statistics.median(times), "all_seconds": times, "losses": losses,
-            "cpu_seconds": statistics.median(cpu_times),
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "cpu_seconds": statistics.median(cpu_times), "peak_mb": peak_mb,
             "tokens_per_step": batch_size * SEQ, "width": int(data[0]["input_ids"].size(1)),
             "padded_share": float(1 - sum(float(b["attention_mask"].float().mean()) for b in data) / len(data))}
 
@@ -161,7 +200,8 @@ def run_child(args) -> dict:
 def run_side(side: str, config: str, folder: str, args) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", side, "--config", config, "--data", folder,
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads),
-           "--precision", args.precision, "--optimizer", args.optimizer]
+           "--precision", args.precision, "--optimizer", args.optimizer, "--device", args.device,
+           "--batch-size", str(batch_size_of(argparse.Namespace(batch_size=args.batch_size, config=config)))]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -175,6 +215,9 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--optimizer", choices=["fused", "foreach"], default="fused")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--batch-size", type=int, help="instances per step (default 32 small, 8 base)")
+    parser.add_argument("--peak-tflops", type=float, help="the device's dense peak for MFU (default: known GPUs)")
     parser.add_argument("--corpus", help="a corpus file (one sentence per line, blank line between documents); "
                                          "default: this machine's info manuals and licences")
     parser.add_argument("--data", help="a create-pretraining-data folder to use as it is")
@@ -183,15 +226,17 @@ def main():
     if args.child:
         print(json.dumps(run_child(args)))
         return
-    if args.precision == "bf16":
+    if args.precision == "bf16" and args.device == "cpu":
         from bertlab.device import cpu_has_native_bf16
         if not cpu_has_native_bf16():
             print("warning: this CPU has no native bf16 (AVX-512 BF16 / AMX): bf16 matmuls are emulated and "
                   "usually slower than fp32", file=sys.stderr)
     import torch
     import transformers
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} threads, "
+    where = torch.cuda.get_device_name() if args.device == "cuda" else f"{args.threads} CPU threads"
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, {where}, "
           f"{args.precision}, {args.optimizer} AdamW; HF attention: sdpa (its default)", flush=True)
+    peak = peak_tflops(args)
     with tempfile.TemporaryDirectory(prefix="bench_pretrain_") as tmp:
         folder = args.data or make_instances(tmp, args.corpus)
         configs = ["small", "base"] if args.config == "both" else [args.config]
@@ -203,26 +248,28 @@ def main():
                     res = results[side][-1]
                     print(f"{config} {side} run {r + 1}: {res['seconds']:.3f} s/step "
                           f"({res['cpu_seconds']:.2f} CPU-s), "
-                          f"{res['tokens_per_step'] / res['seconds']:,.0f} tokens/s, peak RSS "
-                          f"{res['peak_rss_mb']:,.0f} MB, losses {[round(x, 2) for x in res['losses']]}", flush=True)
-            _, batch = CONFIGS[config]
+                          f"{res['tokens_per_step'] / res['seconds']:,.0f} tokens/s, peak "
+                          f"{res['peak_mb']:,.0f} MB, losses {[round(x, 2) for x in res['losses']]}", flush=True)
+            batch = results["hf"][0]["tokens_per_step"] // SEQ
             work = f"BERT-{config} pretrain step, batch {batch} x {SEQ}, {args.precision}"
             rows = [Row(work, "HF BertForPreTraining", batch * SEQ, "tokens/s", [x["seconds"] for x in results["hf"]]),
                     Row(work, "bertlab", batch * SEQ, "tokens/s", [x["seconds"] for x in results["bertlab"]])]
             print_table(rows, baseline="HF BertForPreTraining", stat="median")
+            memory = "peak GPU memory allocated" if args.device == "cuda" else "peak RSS"
+            for side, name in (("hf", "HF BertForPreTraining"), ("bertlab", "bertlab")):
+                sec = statistics.median(x["seconds"] for x in results[side])
+                mb = statistics.median(x["peak_mb"] for x in results[side])
+                mfu = f", MFU {step_flops(config, batch) / sec / 1e12 / peak:.1%} of {peak:g} TFLOP/s" if peak else ""
+                print(f"  {name}: {sec:.4f} s/step (median of {args.repeat} runs), {memory} {mb:,.0f} MB{mfu}")
+            print(f"  batches: width {results['hf'][0]['width']}, "
+                  f"{results['hf'][0]['padded_share']:.1%} padding positions", flush=True)
+            if args.device == "cuda":
+                continue
             # CPU seconds (both threads) count the work done, not the time spent waiting for a core:
             # steadier than wall time on a machine shared with other jobs
             cpu_rows = [Row(r.workload, r.implementation, r.work, "tokens per CPU-second",
                             [x["cpu_seconds"] for x in results[side]]) for r, side in zip(rows, ("hf", "bertlab"))]
             print_table(cpu_rows, baseline="HF BertForPreTraining", stat="median")
-            for side, name in (("hf", "HF BertForPreTraining"), ("bertlab", "bertlab")):
-                sec = statistics.median(x["seconds"] for x in results[side])
-                cpu = statistics.median(x["cpu_seconds"] for x in results[side])
-                rss = statistics.median(x["peak_rss_mb"] for x in results[side])
-                print(f"  {name}: {sec:.3f} s/step, {cpu:.3f} CPU-s/step (medians of {args.repeat} runs), "
-                      f"peak RSS {rss:,.0f} MB")
-            print(f"  batches: width {results['hf'][0]['width']}, "
-                  f"{results['hf'][0]['padded_share']:.1%} padding positions", flush=True)
 
 
 if __name__ == "__main__":

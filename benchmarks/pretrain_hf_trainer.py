@@ -3,7 +3,8 @@ on the same shard folder, preset, batch size, optimiser settings, step count and
 as a `bertlab pretrain` run, then scored on the same held-out shards.
 
     python benchmarks/pretrain_hf_trainer.py --data DIR --eval-data DIR --preset small \
-        --batch-size 32 --lr 1e-4 --warmup 100 --max-steps N --max-minutes M -o OUT
+        --batch-size 32 --lr 1e-4 --warmup 100 --max-steps N --max-minutes M -o OUT \
+        [--device cpu|cuda] [--precision fp32|bf16]
 
 HF is fed its own standard way: `labels` hold the original token at each masked position and -100
 elsewhere, so its head runs the vocabulary decoder at every position (what bertlab avoids by
@@ -37,9 +38,10 @@ def hf_batch(data, indices):
 @torch.no_grad()
 def held_out(model, data, batch_size=64) -> dict:
     model.eval()
+    device = next(model.parameters()).device
     mlm_hit = mlm_n = nsp_hit = nsp_n = 0.0
     for start in range(0, len(data), batch_size):
-        b = data.batch(np.arange(start, min(start + batch_size, len(data))))
+        b = {k: v.to(device) for k, v in data.batch(np.arange(start, min(start + batch_size, len(data)))).items()}
         out = model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"])
         index = b["masked_lm_positions"][..., None].expand(-1, -1, out.prediction_logits.size(-1))
         pred = out.prediction_logits.gather(1, index).argmax(-1)
@@ -62,6 +64,8 @@ def main():
     p.add_argument("--max-minutes", type=float, required=True)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="bf16: the Trainer's bf16=True")
     p.add_argument("-o", "--output", required=True)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -83,7 +87,8 @@ def main():
         output_dir=args.output, max_steps=args.max_steps, per_device_train_batch_size=args.batch_size,
         learning_rate=args.lr, weight_decay=0.01, adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-6,
         warmup_steps=args.warmup, lr_scheduler_type="linear", max_grad_norm=1.0, save_strategy="no",
-        eval_strategy="no", report_to=[], disable_tqdm=True, seed=args.seed, use_cpu=True,
+        eval_strategy="no", report_to=[], disable_tqdm=True, seed=args.seed, use_cpu=args.device == "cpu",
+        bf16=args.precision == "bf16",
         dataloader_num_workers=0, logging_steps=50, remove_unused_columns=False)
     budget = Budget()
     trainer = Trainer(model=model, args=targs, train_dataset=list(range(len(data))),
