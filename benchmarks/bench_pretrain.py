@@ -201,7 +201,7 @@ def run_side(side: str, config: str, folder: str, args) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", side, "--config", config, "--data", folder,
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads),
            "--precision", args.precision, "--optimizer", args.optimizer, "--device", args.device,
-           "--batch-size", str(batch_size_of(argparse.Namespace(batch_size=args.batch_size, config=config)))]
+           "--batch-size", str(args.batch_size or CONFIGS[config][1])]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
