@@ -111,8 +111,9 @@ def batches(folder: str, batch_size: int, n: int, seed: int = 0) -> list[dict]:
     return [data.batch(order[i * batch_size:(i + 1) * batch_size]) for i in range(n)]
 
 
-def batch_size_of(args) -> int:
-    return args.batch_size or CONFIGS[args.config][1]
+def batch_size_for(config: str, requested: int | None) -> int:
+    """--batch-size, or the config's CPU default (32 small, 8 base)."""
+    return requested or CONFIGS[config][1]
 
 
 def build_side(side: str, config_name: str, optimizer: str, device: str = "cpu"):
@@ -162,7 +163,7 @@ def hf_labels(batch):
 def run_child(args) -> dict:
     import torch
     torch.set_num_threads(args.threads)
-    batch_size = batch_size_of(args)
+    batch_size = batch_size_for(args.config, args.batch_size)
     data = batches(args.data, batch_size, args.warmup + args.steps)
     if args.child == "hf":
         for b in data:
@@ -201,7 +202,7 @@ def run_side(side: str, config: str, folder: str, args) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", side, "--config", config, "--data", folder,
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads),
            "--precision", args.precision, "--optimizer", args.optimizer, "--device", args.device,
-           "--batch-size", str(args.batch_size or CONFIGS[config][1])]
+           "--batch-size", str(batch_size_for(config, args.batch_size))]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -250,7 +251,7 @@ def main():
                           f"({res['cpu_seconds']:.2f} CPU-s), "
                           f"{res['tokens_per_step'] / res['seconds']:,.0f} tokens/s, peak "
                           f"{res['peak_mb']:,.0f} MB, losses {[round(x, 2) for x in res['losses']]}", flush=True)
-            batch = results["hf"][0]["tokens_per_step"] // SEQ
+            batch = batch_size_for(config, args.batch_size)
             work = f"BERT-{config} pretrain step, batch {batch} x {SEQ}, {args.precision}"
             rows = [Row(work, "HF BertForPreTraining", batch * SEQ, "tokens/s", [x["seconds"] for x in results["hf"]]),
                     Row(work, "bertlab", batch * SEQ, "tokens/s", [x["seconds"] for x in results["bertlab"]])]

@@ -136,7 +136,11 @@ class Seq2SeqTransformer(nn.Module):
         self_mask = self._self_mask(tgt, start)
         for i, block in enumerate(self.decoder):
             x, _ = block(x, memory, self_mask=self_mask, memory_mask=src_mask, cache=cache[i] if cache else None)
-        return self.output(x[:, -1:] if last_only else x if keep is None else x[keep])
+        if last_only:
+            x = x[:, -1:]
+        elif keep is not None:
+            x = x[keep]
+        return self.output(x)
 
     def _self_mask(self, tgt, start):
         length = tgt.size(1)
