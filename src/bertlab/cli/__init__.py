@@ -1,8 +1,11 @@
 """`bertlab` — one command, one subcommand per job. Each subcommand lives in its own module with
-`add_parser(subparsers)` and `run(args)`."""
+`add_parser(subparsers)` and `run(args)`; a module imports torch and the models inside `run`, so
+`--help`, `--version` and the commands that need no model start at once."""
 import argparse
 import sys
+import traceback
 
+from .. import __version__
 from . import embed, similar, tokenize
 from . import generate, gpt_train
 from . import attention, extract_features, fill_mask
@@ -22,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="The Transformer family end to end: an exact BERT (WordPiece tokenizer, real "
                     "checkpoints, embeddings), the seq2seq Transformer and GPT.",
         epilog="Run 'bertlab COMMAND --help' for a command's options.")
+    parser.add_argument("--version", action="version", version=f"bertlab {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.add_parser(subparsers)
@@ -32,11 +36,31 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args) or 0
-    except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
-        print(f"bertlab {args.command}: error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print(f"bertlab {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `bertlab tokenize big.txt | head`
         return 0
+    except Exception as e:
+        message = input_error(e)
+        if message is None:  # not bad input but a bug: show where, and ask for a report
+            traceback.print_exc()
+            print(f"bertlab {args.command}: internal error ({type(e).__name__}); this is a bug in bertlab, "
+                  "please report it with the command line and the traceback above", file=sys.stderr)
+            return 1
+        print(f"bertlab {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+def input_error(e: Exception) -> str | None:
+    """The one-line message for an error caused by the input (a file, a flag, the machine's
+    limits), or None for anything else. Loaders raise ValueError naming the file; OSError names its
+    file itself."""
+    if isinstance(e, OSError) and not isinstance(e, BrokenPipeError):
+        where = f"{e.filename}: " if e.filename else ""
+        return where + (e.strerror or str(e)) if (e.strerror or e.filename) else str(e)
+    if isinstance(e, ValueError):  # includes UnicodeDecodeError and json.JSONDecodeError
+        return "; ".join(line.strip() for line in str(e).splitlines() if line.strip()) or type(e).__name__
+    if isinstance(e, MemoryError):
+        return "out of memory: try a smaller --batch-size or shorter inputs"
+    return None
