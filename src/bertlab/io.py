@@ -59,3 +59,46 @@ def decode_lines(data: bytes, path, allow_empty_file=False) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return lines
+
+
+def read_json(path, expect=dict):
+    """A JSON file's value; ValueError naming the file for bytes that are not UTF-8, text that is
+    not JSON (with line and column), or a value of the wrong kind (an object, by default)."""
+    import json
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not valid UTF-8 (byte {data[e.start]:#04x} at offset {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+    if expect is not None and not isinstance(value, expect):
+        raise ValueError(f"{path}: expected a JSON {'object' if expect is dict else expect.__name__}, "
+                         f"found {type(value).__name__}")
+    return value
+
+
+def read_safetensors(path, check_finite: bool = True) -> dict:
+    """The tensors of a .safetensors file; ValueError naming the file for a truncated or corrupt
+    file, and (check_finite) naming the first tensor that holds NaN or infinity, since such
+    weights would silently turn every output into NaN."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+    try:
+        tensors = load_file(path)
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        if isinstance(e, OSError) and not os.path.exists(path):
+            raise
+        reason = str(e).split("\n")[0] or type(e).__name__
+        raise ValueError(f"{path}: not a readable safetensors file, truncated or corrupt ({reason})") from None
+    if check_finite:
+        check_finite_tensors(tensors, path)
+    return tensors
+
+
+def check_finite_tensors(tensors: dict, path):
+    import torch
+    for name, tensor in tensors.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"{path}: tensor {name} holds NaN or infinite values; the weights are corrupt")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..io import atomic_write, atomic_write_text
+from ..io import atomic_write, atomic_write_text, check_finite_tensors, read_safetensors
 from ..models import BertModel
 
 # (ours, HF) — `{i}` is a layer index. Everything not listed keeps its name.
@@ -79,10 +79,17 @@ def read_state_dict(folder) -> dict:
     """The tensors of model.safetensors (preferred) or pytorch_model.bin in `folder`."""
     st, pt = os.path.join(folder, "model.safetensors"), os.path.join(folder, "pytorch_model.bin")
     if os.path.exists(st):
-        from safetensors.torch import load_file
-        return load_file(st)
+        return read_safetensors(st)
     if os.path.exists(pt):
-        return torch.load(pt, map_location="cpu", weights_only=True)
+        try:
+            tensors = torch.load(pt, map_location="cpu", weights_only=True)
+        except Exception as e:  # pickle refused (weights_only) or a truncated/foreign file
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ValueError(f"{pt}: not a readable PyTorch weights file ({reason[:300]})") from None
+        if not isinstance(tensors, dict):
+            raise ValueError(f"{pt}: holds a {type(tensors).__name__}, not a dict of tensors")
+        check_finite_tensors(tensors, pt)
+        return tensors
     raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
 
 

@@ -1,8 +1,8 @@
 """Load a BERT folder (ours or HF's) as model + tokenizer, checking that the pieces agree."""
-import json
 import os
 import re
 
+from ..io import read_json
 from ..models import BertConfig, BertForSequenceClassification, BertModel
 from ..tokenization import BertTokenizer, Vocab
 from .hf_bert import init_from_state_dict, load_state_dict_strict, read_state_dict
@@ -39,8 +39,7 @@ def tokenizer_settings(folder) -> dict:
     path = os.path.join(folder, "tokenizer_config.json")
     if not os.path.exists(path):
         return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return read_json(path)
 
 
 def checkpoint_casing(folder, vocab: Vocab, settings: dict | None = None) -> tuple[bool, str]:
@@ -82,8 +81,7 @@ def load_pretrained(folder, model_class=BertModel, do_lower_case=None, strict=Tr
     folder = resolve(folder)
     config = read_config(folder)
     if model_class is BertForSequenceClassification and "num_labels" not in model_kwargs:
-        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-            model_kwargs["num_labels"] = len(json.load(f).get("id2label") or {0: 0, 1: 1})
+        model_kwargs["num_labels"] = len(read_json(os.path.join(folder, "config.json")).get("id2label") or {0: 0, 1: 1})
     tokenizer = load_tokenizer(folder, do_lower_case, config)
     # strict loading overwrites every tensor, so random initialisation would be wasted work
     model = model_class(config, init_weights=not strict, **model_kwargs)

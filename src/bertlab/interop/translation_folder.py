@@ -9,7 +9,7 @@
 import json
 import os
 
-from ..io import atomic_write_text
+from ..io import atomic_write_text, read_json
 from ..models.transformer import Seq2SeqTransformer, TransformerConfig
 from .hf_bert import read_state_dict, write_hf_folder
 
@@ -59,8 +59,7 @@ def load_translation_model(folder, device="cpu"):
     path = os.path.join(folder, "translation.json")
     settings = {}
     if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            settings = json.load(f)
+        settings = read_json(path)
     return model.to(device).eval(), source, target, settings
 
 

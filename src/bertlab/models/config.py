@@ -15,11 +15,11 @@ class JsonConfig:
 
     @classmethod
     def from_json_file(cls, path):
+        from ..io import read_json
         try:
-            with open(path, encoding="utf-8") as f:
-                return cls.from_dict(json.load(f))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
+            return cls.from_dict(read_json(path))
+        except TypeError as e:  # a value of the wrong kind for a field
+            raise ValueError(f"{path}: not a valid {cls.__name__} ({e})") from None
 
     def to_json_file(self, path, hf: bool = True, **extra):
         from ..io import atomic_write_text

@@ -2,7 +2,7 @@
 import json
 import os
 
-from ..io import atomic_write_text
+from ..io import atomic_write_text, read_json
 
 UNK = "\ufffd"  # characters not seen in training
 
@@ -38,8 +38,7 @@ class CharTokenizer:
 
     @classmethod
     def from_folder(cls, folder) -> "CharTokenizer":
-        with open(os.path.join(folder, "chars.json"), encoding="utf-8") as f:
-            return cls(json.load(f))
+        return cls(read_json(os.path.join(folder, "chars.json"), expect=list))
 
 
 def load_gpt_tokenizer(folder):
