@@ -10,7 +10,7 @@ def atomic_write(path, write_fn, mode="w", encoding="utf-8"):
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=TEMP_PREFIX, suffix=os.path.basename(path))
     try:
         os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": encoding, "newline": "\n"})) as f:
@@ -22,6 +22,29 @@ def atomic_write(path, write_fn, mode="w", encoding="utf-8"):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+TEMP_PREFIX = ".tmp-"
+
+
+def remove_stale_temp_files(folder, depth: int = 1) -> int:
+    """Delete the temporary files that atomic_write leaves when a process is killed mid-write (in
+    `folder` and its subfolders down to `depth`); call it when a run starts in `folder`, since
+    nothing else would ever remove them (a BERT-base checkpoint's is over a gigabyte). Returns
+    the bytes freed."""
+    freed = 0
+    if not os.path.isdir(folder):
+        return 0
+    for entry in os.scandir(folder):
+        if entry.is_file(follow_symlinks=False) and entry.name.startswith(TEMP_PREFIX):
+            try:  # another process (a DDP rank) may be cleaning the same folder
+                freed += entry.stat().st_size
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                pass
+        elif depth > 0 and entry.is_dir(follow_symlinks=False):
+            freed += remove_stale_temp_files(entry.path, depth - 1)
+    return freed
 
 
 def _umask() -> int:

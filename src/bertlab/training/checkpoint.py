@@ -1,16 +1,25 @@
 """Training checkpoints that resume exactly: model, optimizer, scheduler, every random number
-generator and the data position, written atomically so a crash never leaves half a file."""
+generator and the data position, written atomically so a crash never leaves half a file.
+
+A checkpoint holds only tensors and plain Python data (numbers, strings, lists, tuples, dicts) and
+is read with torch.load(weights_only=True): a run folder is something people share, and
+unpickling anything else could run code hidden in the file."""
 import os
+import pickle
 import random
+import sys
 
 import numpy as np
 import torch
 
-from ..io import atomic_write
+from ..io import atomic_write, remove_stale_temp_files
 
 
 def rng_states() -> dict:
-    states = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    _, keys, position, has_gauss, cached_gaussian = np.random.get_state()  # ("MT19937", array, ...)
+    numpy_state = {"keys": torch.from_numpy(keys.copy()), "position": int(position), "has_gauss": int(has_gauss),
+                   "cached_gaussian": float(cached_gaussian)}
+    states = {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states
@@ -18,7 +27,8 @@ def rng_states() -> dict:
 
 def set_rng_states(states: dict):
     random.setstate(states["python"])
-    np.random.set_state(states["numpy"])
+    n = states["numpy"]
+    np.random.set_state(("MT19937", n["keys"].numpy(), n["position"], n["has_gauss"], n["cached_gaussian"]))
     torch.set_rng_state(states["torch"])
     if "cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["cuda"])
@@ -33,12 +43,27 @@ def save_checkpoint(path, *, model, optimizer, scheduler, step: int, data_state,
 
 
 def read_checkpoint(path) -> dict:
+    """The checkpoint's dict, read without running code: weights_only=True refuses any pickled
+    object other than tensors and plain data, so a crafted file's payload never executes."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no checkpoint to resume from")
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        if "weights_only" in str(e) or "global" in str(e).lower():
+            raise ValueError(f"{path}: refused: the file holds Python objects other than tensors and plain "
+                             "data, and loading them could run code; bertlab checkpoints never do "
+                             "(was it written by another program, or tampered with?)") from None
+        raise ValueError(f"{path}: not a readable bertlab checkpoint ({first[:200]})") from None
     except Exception as e:  # a truncated or foreign file: say which
-        raise ValueError(f"{path}: not a readable bertlab checkpoint ({e})") from None
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"{path}: not a readable bertlab checkpoint, truncated or corrupt ({first[:200]})") from None
+    missing = [k for k in ("model", "optimizer", "scheduler", "step", "rng", "data", "extra")
+               if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise ValueError(f"{path}: not a bertlab training checkpoint (no {', '.join(missing)})")
+    return state
 
 
 def load_checkpoint(path, *, model, optimizer=None, scheduler=None, restore_rng=True, state=None) -> dict:
@@ -69,9 +94,14 @@ def restore_run(path, config, *, model, optimizer, scheduler, restore_rng=True) 
 def check_resume(out, resume: bool, overwrite: bool):
     """The CLI rule for a run folder: --resume needs OUT/checkpoint.pt; a folder that has one is
     neither started over silently nor resumed without being asked (--resume or --overwrite)."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"{out}: exists and is not a folder")
     has_checkpoint = os.path.exists(os.path.join(out, "checkpoint.pt"))
     if resume and not has_checkpoint:
         raise FileNotFoundError(f"{out}: no checkpoint.pt to --resume from")
     if has_checkpoint and not (resume or overwrite):
         raise ValueError(f"{out} holds a training checkpoint: pass --resume to continue it or "
                          "--overwrite to start again (replacing it)")
+    freed = remove_stale_temp_files(out)
+    if freed:
+        print(f"{out}: removed temporary files ({freed / 1e6:,.1f} MB) left by an interrupted write", file=sys.stderr)

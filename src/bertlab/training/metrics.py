@@ -17,10 +17,23 @@ class MetricsLog:
             f.write(json.dumps({"step": step, "kind": kind, **values}) + "\n")
 
     def read(self) -> list[dict]:
+        """The records; a torn last line (a kill in the middle of a write) is dropped, a bad line
+        before it is an error naming the file and line."""
         if not os.path.exists(self.path):
             return []
-        with open(self.path, encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+        with open(self.path, "rb") as f:
+            lines = f.read().decode("utf-8", errors="replace").split("\n")
+        records = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                if number == len(lines):  # no newline after it: the write never finished
+                    break
+                raise ValueError(f"{self.path}:{number}: not a JSON record; the metrics log is corrupt") from None
+        return records
 
     def truncate_after(self, step: int):
         """Drop records past `step` (written after the checkpoint a resumed run restarts from)."""
