@@ -1,5 +1,6 @@
 """Small file helpers: writes that never leave a half-written file behind, and text reading with
 errors that name the file and line."""
+import errno
 import os
 import tempfile
 
@@ -8,8 +9,9 @@ def atomic_write(path, write_fn, mode="w", encoding="utf-8"):
     """Call write_fn(file) on a temporary file beside `path`, then rename it over `path`. The file
     gets the permissions a plain open() would give (mkstemp's are owner-only)."""
     path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", path)
+    folder = make_folder(os.path.dirname(os.path.abspath(path)))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=TEMP_PREFIX, suffix=os.path.basename(path))
     try:
         os.chmod(tmp, 0o666 & ~_umask())
@@ -25,6 +27,20 @@ def atomic_write(path, write_fn, mode="w", encoding="utf-8"):
 
 
 TEMP_PREFIX = ".tmp-"
+
+
+def make_folder(folder) -> str:
+    """os.makedirs(folder, exist_ok=True), with an error that names the file in the way when a
+    part of the path exists as a file."""
+    folder = os.fspath(folder)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        part = folder
+        while part and not os.path.exists(part):
+            part = os.path.dirname(part)
+        raise NotADirectoryError(errno.ENOTDIR, f"cannot create {folder}: {part} is a file, not a folder") from None
+    return folder
 
 
 def remove_stale_temp_files(folder, depth: int = 1) -> int:
