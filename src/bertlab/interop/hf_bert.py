@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..io import atomic_write, atomic_write_text, check_finite_tensors, read_safetensors
+from ..io import atomic_write, atomic_write_text, check_finite_tensors, make_folder, read_safetensors
 from ..models import BertModel
 
 # (ours, HF) — `{i}` is a layer index. Everything not listed keeps its name.
@@ -183,7 +183,7 @@ def save_pretrained(model, folder, tokenizer=None, extra_config: dict | None = N
 def write_hf_folder(folder, config: dict, tensors: dict):
     """config.json + model.safetensors, each written atomically: the HF layout every model shares."""
     from safetensors.torch import save
-    os.makedirs(folder, exist_ok=True)
+    make_folder(folder)
     atomic_write_text(os.path.join(folder, "config.json"), json.dumps(config, indent=2, sort_keys=True) + "\n")
     atomic_write(os.path.join(folder, "model.safetensors"),
                  lambda f: f.write(save(tensors, metadata={"format": "pt"})), mode="wb")

@@ -2,6 +2,8 @@
 import json
 import os
 
+from ..io import make_folder
+
 
 class MetricsLog:
     """Append {"step": ..., "kind": ..., values...} records to a JSONL file; read them back."""
@@ -12,7 +14,7 @@ class MetricsLog:
     def write(self, step: int, kind: str, **values):
         if not self.enabled:
             return
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        make_folder(os.path.dirname(os.path.abspath(self.path)))
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"step": step, "kind": kind, **values}) + "\n")
 
