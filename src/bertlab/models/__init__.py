@@ -1,11 +1,21 @@
-from .bert import BertEmbeddings, BertForPreTraining, BertModel, BertOutput, MaskedLMHead, NextSentenceHead, Pooler
-from .bert_config import BertConfig
-from .bert_tasks import (BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification,
-                         BertForTokenClassification)
+"""The model families. Names are imported on first use, so a command that needs only a config or
+the preset names (to build its parser) does not import torch."""
+import importlib
 
-__all__ = ["BertConfig", "BertEmbeddings", "BertForMultipleChoice", "BertForPreTraining", "BertForQuestionAnswering",
-           "BertForSequenceClassification", "BertForTokenClassification", "BertModel", "BertOutput", "MaskedLMHead",
-           "NextSentenceHead", "Pooler"]
-from .gpt import GPT, GPTConfig
+_EXPORTS = {
+    ".bert": ["BertEmbeddings", "BertForPreTraining", "BertModel", "BertOutput", "MaskedLMHead", "NextSentenceHead",
+              "Pooler"],
+    ".bert_config": ["BertConfig"],
+    ".bert_tasks": ["BertForMultipleChoice", "BertForQuestionAnswering", "BertForSequenceClassification",
+                    "BertForTokenClassification"],
+    ".gpt": ["GPT"],
+    ".gpt_config": ["GPTConfig"],
+}
+_MODULE = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_MODULE)
 
-__all__ += ["GPT", "GPTConfig"]
+
+def __getattr__(name):
+    if name in _MODULE:
+        return getattr(importlib.import_module(_MODULE[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
