@@ -55,7 +55,7 @@ def test_embed_writes_rows_in_input_order(tmp_path, capsys, minilm_dir, minilm):
     np.testing.assert_allclose(vectors, expected, atol=1e-5, rtol=0)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
     code, _, _ = run(capsys, "embed", "--model", minilm_dir, str(tmp_path / "in.txt"), "-o", str(out_path),
-                     "--pooling", "pooled")
+                     "--pooling", "pooled", "--overwrite")
     assert code == 0 and not np.allclose(np.load(out_path), vectors)
 
 

@@ -1,55 +1,84 @@
 """bertlab embed: one vector per input line, saved as .npy."""
 import sys
 
-import numpy as np
-
-from ..device import autocast_dtype, pick_device
-from ..inference import embed_texts
 from ..inference.embed import POOLINGS
-from ..interop import load_pretrained
-from ..io import atomic_write, read_lines
+from ..io import read_lines
+from .args import positive_int
+from .model_args import add_checkpoint_arguments, add_output_arguments, check_max_seq_length, check_output, \
+    numbered, truncation_note
 
 
 def add_model_arguments(p):
-    p.add_argument("--model", required=True,
-                   help="an HF-format BERT folder (config.json, model.safetensors or pytorch_model.bin, "
-                        "vocab.txt), or 'minilm' for the packaged all-MiniLM-L6-v2")
+    add_checkpoint_arguments(p)
     p.add_argument("--pooling", choices=POOLINGS, default="mean",
                    help="mean of the last layer over real tokens (default; what sentence-transformers "
                         "models are trained for), the [CLS] vector, or the pooler's tanh([CLS] W)")
-    p.add_argument("--batch-size", type=int, default=64, metavar="N",
+    p.add_argument("--max-seq-length", type=positive_int, metavar="N",
+                   help="tokens per text including [CLS]/[SEP]; longer texts keep their first tokens and "
+                        "are counted in a note on stderr (default: the model's own limit, max_seq_length in "
+                        "its sentence_bert_config.json, 256 for minilm, else max_position_embeddings)")
+    p.add_argument("--batch-size", type=positive_int, default=64, metavar="N",
                    help="texts per batch; texts are sorted by length first so padding stays small (default 64)")
-    p.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
     p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                    help="fp32 (exact, default); bf16/fp16 autocast are faster on GPUs and on CPUs with "
                         "AVX-512 BF16/AMX, at about 1e-3 deviation")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or progress lines on stderr")
 
 
 def add_parser(subparsers):
     p = subparsers.add_parser(
         "embed", help="embed each line of a file with a BERT model into an .npy matrix",
         description="Embed each line of FILE (one text per line, split on \\n) and write an "
-                    "(n_lines, hidden_size) float32 matrix to OUT.npy, rows in input order.")
+                    "(n_lines, hidden_size) float32 matrix to OUT.npy, rows in input order. A blank line "
+                    "(empty, spaces or control characters only) gets an all-zero row, so rows stay aligned "
+                    "with lines; stderr says how many lines were blank and how many were truncated.")
     p.add_argument("file", metavar="FILE", help="UTF-8 text file, one text per line ('-' for stdin)")
-    p.add_argument("-o", "--output", required=True, metavar="OUT.npy", help="where to write the matrix")
+    add_output_arguments(p, required=True, metavar="OUT.npy", help="where to write the matrix")
     add_model_arguments(p)
-    p.add_argument("--normalize", action="store_true", help="scale every vector to unit length")
+    p.add_argument("--normalize", action="store_true",
+                   help="scale every vector to unit length (blank lines' rows stay all zero)")
     p.set_defaults(run=run)
 
 
 def load_model(args):
+    """(model on its device, tokenizer, autocast dtype, tokens per text) for embed and similar."""
+    from ..device import autocast_dtype, pick_device
+    from ..interop import load_pretrained, resolve
+    from ..interop.pretrained import max_seq_length
     device = pick_device(args.device)
     dtype = autocast_dtype(args.precision, device)
     model, tokenizer, _ = load_pretrained(args.model)
-    return model.to(device), tokenizer, dtype
+    if args.max_seq_length is None:
+        length = max_seq_length(resolve(args.model), model.config)
+    else:
+        length = check_max_seq_length(args.max_seq_length, model.config)
+    return model.to(device), tokenizer, dtype, length
+
+
+def embed_lines(loaded, args, lines, what: str, noun: str, normalize: bool, progress: bool):
+    """(vectors, indices of blank lines) of `lines` with the model `load_model` returned, printing
+    the note on truncated lines; blank lines get all-zero rows."""
+    from ..inference.embed import embed_ids, encode_texts
+    model, tokenizer, dtype, max_length = loaded
+    sequences, cut = encode_texts(tokenizer, lines, max_length)
+    vectors = embed_ids(model, sequences, args.pooling, normalize, args.batch_size, dtype=dtype,
+                        progress=progress, pad_id=tokenizer.pad_token_id)
+    note = truncation_note([i + 1 for i in cut], len(lines), max_length, what, noun)
+    if note:
+        print(f"bertlab {args.command}: {note}", file=sys.stderr)
+    return vectors, [i for i, s in enumerate(sequences) if not s]
 
 
 def run(args):
+    import numpy as np
+    from ..io import atomic_write
     if not args.output.endswith(".npy"):
         raise ValueError(f"--output {args.output}: must end in .npy")
     lines = read_lines(args.file)
-    model, tokenizer, dtype = load_model(args)
-    vectors = embed_texts(model, tokenizer, lines, args.pooling, args.normalize, args.batch_size,
-                          dtype=dtype, progress=sys.stderr.isatty() or None)
+    check_output(args.output, args.overwrite)
+    vectors, blank = embed_lines(load_model(args), args, lines, "lines", "line", args.normalize, progress=not args.quiet)
     atomic_write(args.output, lambda f: np.save(f, vectors), mode="wb")
+    if blank:
+        print(f"bertlab embed: note: {len(blank)} of {len(lines)} lines were blank and got all-zero rows "
+              f"({numbered([i + 1 for i in blank])})", file=sys.stderr)
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} vectors to {args.output}", file=sys.stderr)

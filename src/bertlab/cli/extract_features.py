@@ -4,11 +4,10 @@ import argparse
 import sys
 import textwrap
 
-from ..device import pick_device
-from ..inference.features import (convert_example, extract, hidden_state_indices, read_examples, units,
-                                  write_jsonl, write_npz)
-from ..interop import load_pretrained
-from ..io import atomic_write, read_lines
+from ..io import read_lines
+from .args import positive_int
+from .model_args import add_checkpoint_arguments, add_output_arguments, check_max_seq_length, check_output, \
+    truncation_note
 
 FORMATS = (".jsonl", ".npz")
 LAYOUT = """\
@@ -29,14 +28,6 @@ Tokens include [CLS] and [SEP]; with --words they are words of their own.
 Layers are google's numbers: 0 is the first Transformer layer, -1 the last, -2 the one below."""
 
 
-def add_checkpoint_arguments(p):
-    """--model and --device: the arguments every command that loads a BERT checkpoint shares."""
-    p.add_argument("--model", required=True,
-                   help="an HF-format BERT folder (config.json, model.safetensors or pytorch_model.bin, "
-                        "vocab.txt), or 'minilm' for the packaged all-MiniLM-L6-v2")
-    p.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
-
-
 def add_parser(subparsers):
     p = subparsers.add_parser(
         "extract-features", help="every token's (or word's) vectors from chosen BERT layers (.jsonl or .npz)",
@@ -46,25 +37,29 @@ def add_parser(subparsers):
             "([CLS] A [SEP] B [SEP], segment ids 0 then 1).", 79),
         epilog=LAYOUT, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", metavar="FILE", help="UTF-8 text file, one text per line ('-' for stdin)")
-    p.add_argument("-o", "--output", required=True, metavar="OUT",
-                   help="OUT.jsonl (google's layout) or OUT.npz (arrays); see below")
+    add_output_arguments(p, required=True, metavar="OUT",
+                         help="OUT.jsonl (google's layout) or OUT.npz (arrays); see below")
     add_checkpoint_arguments(p)
-    p.add_argument("--layers", nargs="+", default=["-1,-2,-3,-4"], metavar="N",
+    p.add_argument("--layers", nargs="+", metavar="N",
                    help="layer numbers, negative counting from the top, written as -1 -2 or as =-1,-2 "
-                        "(default -1,-2,-3,-4: the last four)")
-    p.add_argument("--max-seq-length", type=int, default=128, metavar="N",
+                        "(default -1,-2,-3,-4: the last four, or every layer of a model with fewer)")
+    p.add_argument("--max-seq-length", type=positive_int, metavar="N",
                    help="tokens per line including [CLS]/[SEP]; longer lines are truncated (a pair longest "
-                        "first) and counted in a note at the end (default 128)")
-    p.add_argument("--batch-size", type=int, default=32, metavar="N",
+                        "first) and counted in a note at the end (default 128, or the model's "
+                        "max_position_embeddings when smaller)")
+    p.add_argument("--batch-size", type=positive_int, default=32, metavar="N",
                    help="lines per batch, sorted by length so padding stays small (default 32)")
     p.add_argument("--words", action="store_true",
                    help="one vector per word instead of per WordPiece token: the mean of the word's pieces, "
                         "words as BERT's basic tokenizer splits them (punctuation is a word of its own)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or progress lines on stderr")
     p.set_defaults(run=run)
 
 
-def parse_layers(chunks) -> list[int]:
-    """["-1,-2", "-3"] -> [-1, -2, -3]: both spellings of --layers."""
+def parse_layers(chunks) -> list[int] | None:
+    """["-1,-2", "-3"] -> [-1, -2, -3]: both spellings of --layers (None stays None)."""
+    if chunks is None:
+        return None
     text = ",".join(chunks)
     try:
         return [int(x) for x in text.split(",")]
@@ -72,42 +67,36 @@ def parse_layers(chunks) -> list[int]:
         raise ValueError(f"--layers {text}: expected integers such as -1,-2,-3,-4") from None
 
 
-def check_arguments(args):
-    if not args.output.endswith(FORMATS):
-        hint = " (a .npy file holds one array; ragged lines need .npz)" if args.output.endswith(".npy") else ""
-        raise ValueError(f"--output {args.output}: must end in .jsonl or .npz{hint}")
-    if args.batch_size < 1:
-        raise ValueError(f"--batch-size {args.batch_size}: must be at least 1")
+def last_layers(num_layers: int) -> list[int]:
+    """The default layers: -1, -2, -3, -4, or every layer of a model with fewer than four."""
+    return list(range(-1, -min(4, num_layers) - 1, -1))
 
 
-def check_max_seq_length(n: int, config, pairs: bool):
-    least = 3 if pairs else 2
-    if not least <= n <= config.max_position_embeddings:
-        raise ValueError(f"--max-seq-length {n}: must be from {least} (room for [CLS]/[SEP]) to the "
-                         f"model's max_position_embeddings {config.max_position_embeddings}")
-
-
-def truncation_note(features, max_seq_length: int) -> str | None:
-    """The stderr note naming the lines that were cut, or None when none was."""
-    cut = [f.unique_id + 1 for f in features if f.truncated]
-    if not cut:
-        return None
-    shown = ", ".join(map(str, cut[:10])) + (", ..." if len(cut) > 10 else "")
-    return (f"note: {len(cut)} of {len(features)} lines were longer than --max-seq-length {max_seq_length} "
-            f"tokens and were truncated ({'line' if len(cut) == 1 else 'lines'} {shown})")
+def check_format(output: str):
+    if not output.endswith(FORMATS):
+        hint = " (a .npy file holds one array; ragged lines need .npz)" if output.endswith(".npy") else ""
+        raise ValueError(f"--output {output}: must end in .jsonl or .npz{hint}")
 
 
 def run(args):
-    check_arguments(args)
+    from ..device import pick_device
+    from ..inference.features import convert_example, extract, hidden_state_indices, read_examples, units, \
+        write_jsonl, write_npz
+    from ..interop import load_pretrained
+    from ..io import atomic_write
+    check_format(args.output)
     layers = parse_layers(args.layers)
     examples = read_examples(read_lines(args.file))
+    check_output(args.output, args.overwrite)
     model, tokenizer, _ = load_pretrained(args.model)
-    check_max_seq_length(args.max_seq_length, model.config, any(e.text_b is not None for e in examples))
-    hidden_state_indices(layers, model.config.num_hidden_layers)  # fail before any work
+    config = model.config
+    layers = layers or last_layers(config.num_hidden_layers)
+    hidden_state_indices(layers, config.num_hidden_layers)  # fail before any work
+    max_seq_length = check_max_seq_length(args.max_seq_length or min(128, config.max_position_embeddings), config,
+                                          pairs=any(e.text_b is not None for e in examples))
     model = model.to(pick_device(args.device))
-    features = [convert_example(e, tokenizer, args.max_seq_length) for e in examples]
-    values = extract(model, features, layers, args.batch_size, progress=sys.stderr.isatty() or None,
-                     pad_id=tokenizer.pad_token_id)
+    features = [convert_example(e, tokenizer, max_seq_length) for e in examples]
+    values = extract(model, features, layers, args.batch_size, progress=not args.quiet, pad_id=tokenizer.pad_token_id)
     all_units = [units(f, v, args.words) for f, v in zip(features, values)]
     if args.output.endswith(".jsonl"):
         atomic_write(args.output, lambda f: write_jsonl(f, all_units, layers, args.words))
@@ -116,6 +105,6 @@ def run(args):
     n = sum(len(labels) for labels, _ in all_units)
     print(f"wrote {n} {'word' if args.words else 'token'} vectors x {len(layers)} layers for "
           f"{len(features)} lines to {args.output}", file=sys.stderr)
-    note = truncation_note(features, args.max_seq_length)
+    note = truncation_note([f.unique_id + 1 for f in features if f.truncated], len(features), max_seq_length)
     if note:
         print(f"bertlab extract-features: {note}", file=sys.stderr)

@@ -1,10 +1,9 @@
 """bertlab fill-mask: the masked-LM head's guesses for every [MASK] in a text."""
 import json
 
-from ..device import pick_device
-from ..inference.fill_mask import fill_mask, load_masked_lm
 from ..io import read_lines
-from .extract_features import add_checkpoint_arguments
+from .args import positive_int
+from .model_args import add_checkpoint_arguments
 
 
 def add_parser(subparsers):
@@ -14,12 +13,14 @@ def add_parser(subparsers):
                     "(the pretraining task), printing the top-k tokens with their probabilities. Each mask "
                     "is predicted with every other mask still masked, as in pretraining. The checkpoint "
                     "must include the head (cls.predictions.*): bert-base-uncased does, sentence-embedding "
-                    "models such as 'minilm' do not.")
+                    "models such as 'minilm' do not. A text without [MASK], or longer than the model's "
+                    "max_position_embeddings, is an error naming it (nothing is truncated).")
     p.add_argument("texts", nargs="+", metavar="TEXT",
                    help="text with one or more [MASK] (written exactly so, upper case); '-' reads one text per "
                         "line from stdin")
     add_checkpoint_arguments(p)
-    p.add_argument("--top-k", type=int, default=5, metavar="K", help="predictions per mask (default 5)")
+    p.add_argument("--top-k", type=positive_int, default=5, metavar="K",
+                   help="predictions per mask (default 5; at most the vocabulary size)")
     p.add_argument("--json", action="store_true",
                    help='one JSON object per text: {"text", "masks": [[{"token", "token_id", "probability"}, '
                         '...], ...]}, one list per [MASK], most probable first')
@@ -34,8 +35,8 @@ def print_text(text, masks):
 
 
 def run(args):
-    if args.top_k < 1:
-        raise ValueError(f"--top-k {args.top_k}: must be at least 1")
+    from ..device import pick_device
+    from ..inference.fill_mask import fill_mask, load_masked_lm
     texts = read_lines("-") if args.texts == ["-"] else args.texts
     model, tokenizer = load_masked_lm(args.model)
     model = model.to(pick_device(args.device))

@@ -1,17 +1,30 @@
 """Where each token looks: one layer's attention weights, as numbers and as a heatmap.
 
 Row i of a head's (len, len) matrix is the softmax over keys for query token i, so every row
-sums to 1; reading down a column shows which tokens attend to that token.
+sums to 1; reading down a column shows which tokens attend to that token. torch and matplotlib
+are imported where they are used, so the command line's parser needs neither.
 """
 import math
 
 import numpy as np
-import torch
 
 from ..io import atomic_write
+from ..validate import positive_int
+from .embed import check_finite
 from .features import convert_example, hidden_state_indices, read_examples
 
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired"
+# A picture larger than this would take gigabytes to draw (12 heads of 512 tokens: 2.8 gigapixels).
+MAX_PIXELS = 100_000_000
+DPI = 100
+# Fonts with CJK glyphs, which matplotlib's default (DejaVu Sans) lacks: the one a Python package
+# ships (pip install 'bertlab[cjk]'), then the usual system ones.
+CJK_FONT_PACKAGE = "noto_cjk_sans_otc"
+CJK_FAMILIES = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "Source Han Sans SC", "Source Han Sans CN",
+                "WenQuanYi Zen Hei", "WenQuanYi Micro Hei", "Droid Sans Fallback", "SimHei", "Microsoft YaHei",
+                "PingFang SC", "Hiragino Sans GB", "AR PL UMing CN")
+FONT_HINT = ("pip install 'bertlab[cjk]' (the Noto Sans CJK font) or install a CJK font for matplotlib "
+             "(e.g. apt install fonts-noto-cjk)")
 
 
 def layer_number(layer: int, num_layers: int) -> int:
@@ -20,24 +33,32 @@ def layer_number(layer: int, num_layers: int) -> int:
     return layer % num_layers
 
 
-@torch.inference_mode()
 def attention_weights(model, tokenizer, text: str, layer: int):
-    """(tokens, float32 (heads, len, len) weights of `layer`) for one text ("A ||| B" is a pair)."""
-    features = convert_example(read_examples([text])[0], tokenizer, model.config.max_position_embeddings)
+    """(tokens, float32 (heads, len, len) weights of `layer`) for one text ("A ||| B" is a pair).
+    A blank text, or one longer than the model's positions, is an error."""
+    import torch
+    if not text.strip():
+        raise ValueError("the sentence is blank; give text to look at")
+    limit = model.config.max_position_embeddings
+    features = convert_example(read_examples([text])[0], tokenizer, limit)
     if features.truncated:
-        raise ValueError(f"{text[:40]!r}...: longer than the model's max_position_embeddings "
-                         f"{model.config.max_position_embeddings} tokens")
+        raise ValueError(f"{text[:40]!r}...: longer than the model's max_position_embeddings ({limit} tokens "
+                         f"with [CLS] and [SEP]); give a shorter sentence")
     model.eval()
     device = next(model.parameters()).device
-    ids = torch.tensor([features.input_ids], device=device)
-    types = torch.tensor([features.input_type_ids], device=device)
-    out = model(ids, types, output_attentions=True)
-    return features.tokens, out.attentions[layer_number(layer, len(out.attentions))][0].float().cpu().numpy()
+    with torch.inference_mode():
+        ids = torch.tensor([features.input_ids], device=device)
+        types = torch.tensor([features.input_type_ids], device=device)
+        out = model(ids, types, output_attentions=True)
+        weights = out.attentions[layer_number(layer, len(out.attentions))][0].float().cpu().numpy()
+    check_finite(weights, "head")
+    return features.tokens, weights
 
 
 def most_attended(tokens, weights: np.ndarray, query: str, k: int = 5):
     """[(position, [(token, weight), ...]), ...]: for every occurrence of the token `query`
     (compared case-insensitively), the k tokens its (len, len) attention row weighs most."""
+    positive_int("k", k)
     positions = [i for i, t in enumerate(tokens) if t.lower() == query.lower()]
     if not positions:
         raise ValueError(f"--print-top {query}: no such token; the tokens are {' '.join(tokens)}")
@@ -48,9 +69,50 @@ def most_attended(tokens, weights: np.ndarray, query: str, k: int = 5):
     return out
 
 
-def render_heatmaps(path, tokens, weights: np.ndarray, titles, suptitle: str):
+def missing_glyphs(font_path: str, text: str) -> list[str]:
+    """The characters of `text` (spaces aside) that the font has no glyph for."""
+    from matplotlib.ft2font import FT2Font
+    charmap = FT2Font(font_path).get_charmap()
+    return sorted({c for c in text if not c.isspace() and ord(c) not in charmap})
+
+
+def cjk_fonts():
+    """Paths of the CJK fonts matplotlib can use: the packaged one first, then the system's."""
+    from matplotlib import font_manager
+    try:
+        package = __import__(CJK_FONT_PACKAGE)
+        yield str(package.FONT_PATH)
+    except ImportError:
+        pass
+    for font in font_manager.fontManager.ttflist:
+        if font.name in CJK_FAMILIES:
+            yield font.fname
+
+
+def font_families(text: str) -> tuple[list[str], list[str]]:
+    """(matplotlib font families, characters no font has): the default font, followed by a CJK
+    font when the default lacks glyphs of `text` (Chinese, Japanese, Korean) and one has them."""
+    from matplotlib import font_manager
+    default = font_manager.findfont(font_manager.FontProperties())
+    families = [font_manager.FontProperties(fname=default).get_name()]
+    missing = missing_glyphs(default, text)
+    for path in cjk_fonts() if missing else ():
+        still = missing_glyphs(path, "".join(missing))
+        if len(still) < len(missing):
+            font_manager.fontManager.addfont(path)  # a no-op for a system font it already knows
+            families.append(font_manager.FontProperties(fname=path).get_name())
+            missing = still
+        if not missing:
+            break
+    return families, missing
+
+
+def render_heatmaps(path, tokens, weights: np.ndarray, titles, suptitle: str) -> list[str]:
     """One heatmap per (len, len) matrix in `weights`, in a near-square grid, saved as a PNG:
-    query tokens down the side, key tokens along the bottom."""
+    query tokens down the side, key tokens along the bottom. Returns the characters of the tokens
+    that no installed font could draw (they come out as empty boxes), [] when every one could."""
+    import warnings
+
     import matplotlib
     matplotlib.use("Agg")  # no display needed; the file is the product
     import matplotlib.pyplot as plt
@@ -58,17 +120,25 @@ def render_heatmaps(path, tokens, weights: np.ndarray, titles, suptitle: str):
     cols = math.ceil(math.sqrt(n))
     rows = math.ceil(n / cols)
     cell = max(3.0, 0.3 * length) if n > 1 else max(5.0, 0.4 * length)
-    fig, axes = plt.subplots(rows, cols, figsize=(cols * cell, rows * cell + 0.6), squeeze=False,
-                             layout="constrained")
-    font = 9 if n == 1 else 6
-    for ax, matrix, title in zip(axes.flat, weights, titles):
-        image = ax.imshow(matrix, cmap="viridis", vmin=0.0, vmax=1.0)
-        ax.set_xticks(range(length), tokens, rotation=90, fontsize=font)
-        ax.set_yticks(range(length), tokens, fontsize=font)
-        ax.set_title(title, fontsize=font + 2)
-    for ax in list(axes.flat)[n:]:
-        ax.axis("off")
-    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="attention weight")
-    fig.suptitle(suptitle)
-    atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=100), mode="wb")
+    size = (cols * cell, rows * cell + 0.6)
+    if size[0] * size[1] * DPI**2 > MAX_PIXELS:
+        raise ValueError(f"a heatmap of {n} head(s) x {length} tokens would be {size[0] * DPI:.0f} x "
+                         f"{size[1] * DPI:.0f} pixels, too large to draw; pick one head (--head) or a shorter sentence")
+    families, missing = font_families("".join(tokens) + suptitle)
+    with plt.rc_context({"font.family": families}), warnings.catch_warnings():
+        # missing glyphs are reported once, to the caller, not as one warning per character
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        fig, axes = plt.subplots(rows, cols, figsize=size, squeeze=False, layout="constrained")
+        font = 9 if n == 1 else 6
+        for ax, matrix, title in zip(axes.flat, weights, titles):
+            image = ax.imshow(matrix, cmap="viridis", vmin=0.0, vmax=1.0)
+            ax.set_xticks(range(length), tokens, rotation=90, fontsize=font)
+            ax.set_yticks(range(length), tokens, fontsize=font)
+            ax.set_title(title, fontsize=font + 2)
+        for ax in list(axes.flat)[n:]:
+            ax.axis("off")
+        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="attention weight")
+        fig.suptitle(suptitle)
+        atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=DPI), mode="wb")
     plt.close(fig)
+    return missing

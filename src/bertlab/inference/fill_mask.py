@@ -8,9 +8,11 @@ from dataclasses import dataclass
 import torch
 
 from ..interop import init_from_state_dict, load_tokenizer, read_config, read_state_dict, resolve
+from ..interop.pretrained import check_layers_used
 from ..models import BertForPreTraining
 from ..tokenization.vocab import MASK
-from .embed import length_sorted_batches, padded_tensors
+from ..validate import positive_int
+from .embed import check_finite, length_sorted_batches, padded_tensors
 
 
 @dataclass
@@ -35,6 +37,7 @@ def load_masked_lm(folder):
     encoder = problems(report, "bert.")
     if encoder:
         raise ValueError(f"{folder}: the checkpoint does not fit its own config: {', '.join(encoder)}")
+    check_layers_used(report, folder, config)
     head = problems(report, "mlm.")
     if head:
         raise ValueError(f"{folder}: this checkpoint has no masked-LM head (the cls.predictions.* tensors; "
@@ -66,8 +69,8 @@ def encode_masked(tokenizer, text: str, max_length: int):
         ids += tokenizer.tokenize_ids(part)
     ids.append(tokenizer.sep_token_id)
     if len(ids) > max_length:
-        raise ValueError(f"{text[:40]!r}...: {len(ids)} tokens, more than the model's "
-                         f"max_position_embeddings {max_length}")
+        raise ValueError(f"{text[:40]!r}...: {len(ids)} tokens with [CLS] and [SEP], more than the model's "
+                         f"max_position_embeddings {max_length}; give a shorter text")
     return ids, positions
 
 
@@ -79,20 +82,29 @@ def top_predictions(probabilities: torch.Tensor, tokenizer, k: int) -> list[Pred
 
 @torch.inference_mode()
 def fill_mask(model, tokenizer, texts, top_k=5, batch_size=32) -> list[list[list[Prediction]]]:
-    """For each text, for each [MASK] in it (left to right), the top_k predictions, most probable first."""
-    if top_k < 1:
-        raise ValueError(f"top_k {top_k}: must be at least 1")
+    """For each text, for each [MASK] in it (left to right), the top_k predictions, most probable
+    first. A text without [MASK] or too long for the model is an error naming it (text N, from 1)."""
+    positive_int("top_k", top_k)
+    positive_int("batch_size", batch_size)
+    if not texts:
+        return []
     model.eval()
     device = next(model.parameters()).device
-    encoded = [encode_masked(tokenizer, t, model.config.max_position_embeddings) for t in texts]
+    encoded = []
+    for n, text in enumerate(texts, 1):
+        try:
+            encoded.append(encode_masked(tokenizer, text, model.config.max_position_embeddings))
+        except ValueError as e:
+            raise ValueError(f"text {n}: {e}" if len(texts) > 1 else str(e)) from None
     lengths = [len(ids) for ids, _ in encoded]
     result = [None] * len(texts)
     for batch in length_sorted_batches(lengths, batch_size, max_tokens=batch_size * max(lengths)):
         ids, mask = padded_tensors([encoded[i][0] for i in batch], tokenizer.pad_token_id)
         out = model.bert(ids.to(device), attention_mask=mask.to(device))
-        for row, i in enumerate(batch):
-            # the head runs only at the masked positions, as in pretraining
-            logits = model.mlm(out.sequence_output[row, encoded[i][1]])
-            probabilities = logits.float().softmax(-1).cpu()
-            result[i] = [top_predictions(p, tokenizer, top_k) for p in probabilities]
+        # the head runs only at the masked positions, as in pretraining
+        probabilities = [model.mlm(out.sequence_output[row, encoded[i][1]]).float().softmax(-1).cpu()
+                         for row, i in enumerate(batch)]
+        check_finite([p.numpy() for p in probabilities], "text", numbers=[i + 1 for i in batch])
+        for i, p in zip(batch, probabilities):
+            result[i] = [top_predictions(q, tokenizer, top_k) for q in p]
     return result

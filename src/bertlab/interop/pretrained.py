@@ -4,6 +4,7 @@ import re
 
 from ..io import read_json
 from ..models import BertConfig, BertForSequenceClassification, BertModel
+from ..validate import check_number, fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
 from ..tokenization import BertTokenizer, Vocab
 from .hf_bert import init_from_state_dict, load_state_dict_strict, read_state_dict
 
@@ -22,16 +23,60 @@ def resolve(folder) -> str:
             raise FileNotFoundError(f"model {name!r} needs its package: {install}") from None
         return os.path.join(os.path.dirname(package.__file__), sub)
     if not os.path.isdir(name):
-        raise FileNotFoundError(f"{name}: no such model folder")
+        what = "a file, not a model folder" if os.path.exists(name) else "no such model folder"
+        raise FileNotFoundError(f"{name}: {what}")
     return name
+
+
+# What a config must hold for a BERT to be built from it, checked on load: a broken value is an
+# error naming the file and the field, not a crash (or a silently wrong model) inside torch.
+CONFIG_CHECKS = {
+    "vocab_size": positive_int, "hidden_size": positive_int, "num_hidden_layers": positive_int,
+    "num_attention_heads": positive_int, "intermediate_size": positive_int,
+    "max_position_embeddings": positive_int, "type_vocab_size": positive_int,
+    "hidden_dropout_prob": fraction, "attention_probs_dropout_prob": fraction,
+    "initializer_range": nonnegative_float, "layer_norm_eps": positive_float,
+    "pad_token_id": lambda name, value: nonnegative_int(name, value, optional=True),
+}
 
 
 def read_config(folder) -> BertConfig:
     for name in ("config.json", "bert_config.json"):
         path = os.path.join(folder, name)
         if os.path.exists(path):
-            return BertConfig.from_json_file(path)
+            values = read_json(path)
+            for field, check in CONFIG_CHECKS.items():
+                if field in values:
+                    check(f"{path}: {field}", values[field])
+            try:
+                return BertConfig.from_dict(values)
+            except ValueError as e:  # fields that contradict each other
+                raise ValueError(f"{path}: {e}") from None
     raise FileNotFoundError(f"{folder}: no config.json or bert_config.json")
+
+
+def max_seq_length(folder, config: BertConfig) -> int:
+    """The most tokens the checkpoint is meant to read: sentence_bert_config.json's max_seq_length
+    for a sentence-transformers model (all-MiniLM-L6-v2: 256, though its positions go to 512, and
+    sentence-transformers cuts its inputs there), else max_position_embeddings."""
+    path = os.path.join(folder, "sentence_bert_config.json")
+    length = read_json(path).get("max_seq_length") if os.path.exists(path) else None
+    if length is None:
+        return config.max_position_embeddings
+    return check_number(f"{path}: max_seq_length", length, integer=True, minimum=2,
+                        maximum=config.max_position_embeddings)
+
+
+LAYER_TENSOR = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
+
+
+def check_layers_used(report, folder, config: BertConfig):
+    """A checkpoint with more Transformer layers than the config's num_hidden_layers loads without
+    a missing tensor, its top layers silently dropped: an error instead."""
+    layers = [int(m.group(1)) for m in map(LAYER_TENSOR.search, report.unused) if m]
+    if layers:
+        raise ValueError(f"{folder}: the weights have {max(layers) + 1} layers but the config says "
+                         f"num_hidden_layers={config.num_hidden_layers}; config and weights do not fit")
 
 
 def tokenizer_settings(folder) -> dict:
@@ -75,7 +120,8 @@ def load_tokenizer(folder, do_lower_case=None, config: BertConfig | None = None)
 def load_pretrained(folder, model_class=BertModel, do_lower_case=None, strict=True, **model_kwargs):
     """(model, tokenizer, report) from an HF-format BERT folder or a packaged name.
 
-    strict=True: every model tensor must be in the checkpoint with the right shape.
+    strict=True: every model tensor must be in the checkpoint with the right shape, and every
+    layer of the checkpoint in the model.
     strict=False: partial initialisation by name (the assignment map), reported in `report`.
     """
     folder = resolve(folder)
@@ -86,5 +132,9 @@ def load_pretrained(folder, model_class=BertModel, do_lower_case=None, strict=Tr
     # strict loading overwrites every tensor, so random initialisation would be wasted work
     model = model_class(config, init_weights=not strict, **model_kwargs)
     state = read_state_dict(folder)
-    report = load_state_dict_strict(model, state, folder) if strict else init_from_state_dict(model, state)
+    if strict:
+        report = load_state_dict_strict(model, state, folder)
+        check_layers_used(report, folder, config)
+    else:
+        report = init_from_state_dict(model, state)
     return model.eval(), tokenizer, report

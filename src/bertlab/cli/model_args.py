@@ -1,0 +1,55 @@
+"""What the commands that run a BERT checkpoint share (embed, similar, extract-features, fill-mask,
+attention): the --model/--device/--quiet arguments, the output and length checks done before any
+work, and the stderr notes that say what was done to the input (truncated lines, blank lines)."""
+import os
+
+MODEL_HELP = ("an HF-format BERT folder (config.json, model.safetensors or pytorch_model.bin, vocab.txt), "
+              "or 'minilm' for the packaged all-MiniLM-L6-v2")
+
+
+def add_checkpoint_arguments(p):
+    """--model and --device: the arguments every command that loads a BERT checkpoint shares."""
+    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
+
+
+def add_output_arguments(p, required: bool, metavar: str, help: str):
+    p.add_argument("-o", "--output", required=required, metavar=metavar, help=help)
+    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists (refused otherwise)")
+
+
+def check_output(path: str, overwrite: bool):
+    """Refuse, before any work is done, an output that would fail or destroy something: a file
+    that exists (without --overwrite), a folder, a parent path that is a file."""
+    if os.path.isdir(path):
+        raise ValueError(f"--output {path}: is a folder; give a file name")
+    if os.path.lexists(path) and not overwrite:
+        raise ValueError(f"--output {path}: already exists; pass --overwrite to replace it")
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):  # atomic_write creates missing folders
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise ValueError(f"--output {path}: {parent} is a file, not a folder")
+
+
+def check_max_seq_length(n: int, config, pairs: bool = False, flag: str = "--max-seq-length") -> int:
+    least = 3 if pairs else 2
+    if not least <= n <= config.max_position_embeddings:
+        raise ValueError(f"{flag} {n}: must be from {least} (room for [CLS]/[SEP]) to the "
+                         f"model's max_position_embeddings {config.max_position_embeddings}")
+    return n
+
+
+def numbered(numbers, noun: str = "line", shown: int = 10) -> str:
+    """[3, 7] -> "lines 3, 7": the first `shown` numbers (counting from 1) for a note."""
+    listed = ", ".join(map(str, numbers[:shown])) + (", ..." if len(numbers) > shown else "")
+    return f"{noun if len(numbers) == 1 else noun + 's'} {listed}"
+
+
+def truncation_note(cut: list[int], total: int, max_seq_length: int, what: str = "lines",
+                    noun: str = "line") -> str | None:
+    """The stderr note naming the lines (numbered from 1) that were cut, or None when none was."""
+    if not cut:
+        return None
+    return (f"note: {len(cut)} of {total} {what} were longer than --max-seq-length {max_seq_length} "
+            f"tokens and were truncated ({numbered(cut, noun)})")
