@@ -3,12 +3,9 @@ import json
 import os
 import sys
 
-from ..finetune.grid import run_grid
-from ..finetune.setup import load_base_model, read_splits
-from ..finetune.tasks import TASK_NAMES, make_task
-from ..finetune.trainer import FinetuneSettings, finetune
-from ..io import atomic_write_text
-from ..training.metrics import MetricsLog, plot_learning_curve
+from ..finetune.tasks import TASK_NAMES, WINDOWED
+from ..finetune.windows import DEFAULT_LONG_INPUTS, LONG_INPUTS
+from .args import fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
 
 
 def add_parser(subparsers):
@@ -17,8 +14,10 @@ def add_parser(subparsers):
         description="Fine-tune a BERT checkpoint (ours, HF's, or 'minilm') on a task: reads the training "
                     "and dev files, trains with AdamW (warmup, linear decay), evaluates on dev after every "
                     "epoch and keeps the best model in OUT/model (weights, config with the label map, "
-                    "vocab, task.json), which `bertlab predict --model OUT/model` needs alone. Also "
-                    "writes OUT/metrics.jsonl, OUT/curves.png and OUT/summary.json.",
+                    "vocab, task.json), which `bertlab predict --model OUT/model` needs alone; without "
+                    "--dev it keeps the last step's model and reports no score. Also writes "
+                    "OUT/metrics.jsonl, OUT/curves.png, OUT/summary.json, and OUT/checkpoint.pt at each "
+                    "evaluation until the run completes (for --resume).",
         epilog="Tasks: classify (one text or a pair, any labels), regression (a number), ner "
                "(CoNLL files), squad (SQuAD v1.1/v2.0 JSON), multiple_choice or swag (SWAG's CSV: a context and N endings), and the GLUE tasks by name with "
                "--data-dir (cola sst-2 mrpc sts-b qqp mnli qnli rte wnli). Example: bertlab finetune "
@@ -29,7 +28,8 @@ def add_parser(subparsers):
     data = p.add_argument_group("data")
     data.add_argument("--data-dir", help="a GLUE task's folder (train.tsv, dev.tsv, test.tsv)")
     data.add_argument("--train", help="training file (.tsv/.csv/.jsonl for classify/regression, CoNLL for ner, JSON for squad)")
-    data.add_argument("--dev", help="dev file: evaluated after every epoch; the best model is kept")
+    data.add_argument("--dev", help="dev file: evaluated after every epoch; the best model is kept "
+                                    "(without it, the last step's model)")
     data.add_argument("--test", help="optional test file: predicted (and scored, if labelled) with the best model")
     data.add_argument("--text-a", default="sentence", help="column of the (first) text (name, or 0-based index with --no-header)")
     data.add_argument("--text-b", help="column of the second text of a pair")
@@ -42,24 +42,32 @@ def add_parser(subparsers):
                       help="multiple_choice: the candidate endings' columns; the label is the right one's index")
     data.add_argument("--metric", help="dev metric to maximise: accuracy (default), macro_f1, f1 (binary), mcc; "
                                        "pearson (default) or spearman for regression")
-    data.add_argument("--max-seq-length", type=int, help="word pieces per input (default 128; 384 for squad)")
-    data.add_argument("--doc-stride", type=int, help="stride of the sliding windows over long inputs "
-                                                     "(default: half a window; 128 for squad)")
+    data.add_argument("--max-seq-length", type=positive_int, help="word pieces per input (default 128; 384 for squad)")
+    data.add_argument("--doc-stride", type=positive_int, help="stride of the sliding windows over long inputs, less "
+                                                              "than --max-seq-length (default: half a window; "
+                                                              "128 for squad)")
+    data.add_argument("--long-inputs", choices=LONG_INPUTS,
+                      help="classify/regression of one text longer than --max-seq-length: truncate it (as "
+                           "google-research/bert and HF do), or read it in sliding windows and average their "
+                           "logits (several steps' work per long example; see docs/finetune.md). Default: "
+                           f"{DEFAULT_LONG_INPUTS}"),
     data.add_argument("--version-2-with-negative", action="store_true", help="squad: SQuAD 2.0 (unanswerable questions)")
     data.add_argument("--add-tokens", metavar="T1,T2", help="new special tokens never split (e.g. entity markers "
                                                            "[S-PER],[E-PER]); the embedding table grows to fit")
     train = p.add_argument_group("training (google-research/bert's defaults)")
-    train.add_argument("--epochs", type=float, default=3.0)
-    train.add_argument("--batch-size", type=int, default=32)
-    train.add_argument("--lr", type=float, default=5e-5, help="peak learning rate (default 5e-5)")
-    train.add_argument("--warmup-proportion", type=float, default=0.1)
-    train.add_argument("--weight-decay", type=float, default=0.01)
-    train.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
-    train.add_argument("--grad-clip", type=float, default=1.0)
-    train.add_argument("--eval-every", type=int, help="evaluate every N steps (default: every epoch)")
-    train.add_argument("--patience", type=int, help="early stopping: evaluations without a better dev score")
-    train.add_argument("--max-steps", type=int)
-    train.add_argument("--max-minutes", type=float, help="stop (and keep the best model) after this many minutes")
+    train.add_argument("--epochs", type=positive_float, default=3.0)
+    train.add_argument("--batch-size", type=positive_int, default=32)
+    train.add_argument("--lr", type=positive_float, default=5e-5, help="peak learning rate (default 5e-5)")
+    train.add_argument("--warmup-proportion", type=fraction, default=0.1, help="0 to 1 (default 0.1)")
+    train.add_argument("--weight-decay", type=nonnegative_float, default=0.01)
+    train.add_argument("--grad-accum", type=positive_int, default=1, help="micro-batches per optimizer step")
+    train.add_argument("--grad-clip", type=nonnegative_float, default=1.0, help="gradient norm limit; 0: none")
+    train.add_argument("--eval-every", type=positive_int,
+                       help="evaluate on dev and save a checkpoint every N steps (default: every epoch)")
+    train.add_argument("--patience", type=positive_int, help="early stopping: evaluations without a better dev score")
+    train.add_argument("--max-steps", type=positive_int)
+    train.add_argument("--max-minutes", type=positive_float,
+                       help="stop after this many minutes, keeping the best model and a checkpoint for --resume")
     train.add_argument("--group-by-length", action="store_true",
                        help="batches of similar lengths (less padding, faster on mixed lengths; on short texts it "
                             "cost ~1.4 points of accuracy, see the README). Default: plain shuffled batches")
@@ -68,10 +76,13 @@ def add_parser(subparsers):
     train.add_argument("--grid", action="store_true",
                        help="sweep batch {16,32} x lr {5e-5,3e-5,2e-5} x epochs {2,3,4} (the notes' grid) and keep "
                             "the best dev score; each run in OUT/grid/, the winner copied to OUT/model")
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--seed", type=nonnegative_int, default=0)
     train.add_argument("--device", default="auto", help="cpu, cuda, mps or auto")
     train.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--resume", action="store_true", help="continue the run in OUT from its checkpoint.pt, "
+                                                             "exactly as if never stopped (same data and settings)")
+    train.add_argument("--overwrite", action="store_true", help="replace the earlier run in OUT")
     p.set_defaults(run=run)
 
 
@@ -86,30 +97,61 @@ def task_options(args) -> dict:
     else:
         options = {}
     if args.doc_stride:
+        if args.task not in WINDOWED:
+            raise ValueError(f"--doc-stride: {args.task} truncates its inputs; it reads no windows")
         options["doc_stride"] = args.doc_stride
+    if args.long_inputs:
+        if args.task in ("ner", "squad", "multiple_choice", "swag"):
+            raise ValueError(f"--long-inputs is for classification and regression, not {args.task}")
+        options["long_inputs"] = args.long_inputs
     return options
 
 
 def _column(value, args):
-    return int(value) if value is not None and args.no_header else value
+    if value is None or not args.no_header:
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"with --no-header, columns are 0-based numbers, not {value!r}") from None
 
 
-def settings_from(args) -> FinetuneSettings:
+def settings_from(args):
+    from ..finetune.trainer import FinetuneSettings
     return FinetuneSettings(
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, warmup_proportion=args.warmup_proportion,
         weight_decay=args.weight_decay, grad_accum=args.grad_accum, grad_clip=args.grad_clip,
         eval_every=args.eval_every, patience=args.patience, max_steps=args.max_steps, max_minutes=args.max_minutes,
         group_by_length=args.group_by_length, seed=args.seed, device=args.device, precision=args.precision,
-        progress=not args.quiet)
+        progress=not args.quiet, resume=args.resume)
+
+
+def check_flags(args):
+    """Flag combinations that cannot work, refused before any work."""
+    if args.grid and args.resume:
+        raise ValueError("--resume continues one run; a --grid is started again with --overwrite")
+    if not (args.dev or args.data_dir):
+        for flag in ("grid", "patience"):
+            if getattr(args, flag):
+                raise ValueError(f"--{flag} compares dev scores: give --dev (or --data-dir for a GLUE task)")
 
 
 def run(args):
+    from ..finetune.grid import run_grid
+    from ..finetune.predict import predict_file
+    from ..finetune.setup import load_base_model, prepare_output, read_splits
+    from ..finetune.tasks import make_task
+    from ..finetune.trainer import finetune
+    from ..io import atomic_write_text
+    from ..training.metrics import MetricsLog, plot_learning_curve
+    check_flags(args)
+    s = settings_from(args)
     length = {"max_seq_length": args.max_seq_length} if args.max_seq_length else {}  # else the task's default
     task = make_task(args.task, **length, **task_options(args))
     splits = read_splits(task, args)
+    prepare_output(args.output, args.resume, args.overwrite)
     added = args.add_tokens.split(",") if args.add_tokens else []
-    s = settings_from(args)
-    base = lambda: load_base_model(task, args.model, args.init, added, quiet=args.quiet)  # noqa: E731
+    base = lambda: load_base_model(task, args.model, args.init, added, quiet=args.quiet, seed=args.seed)  # noqa: E731
     if args.grid:
         summary = run_grid(task, base, splits, args.output, s)
     else:
@@ -118,10 +160,9 @@ def run(args):
         records = MetricsLog(os.path.join(args.output, "metrics.jsonl")).read()
         plot_learning_curve(records, os.path.join(args.output, "curves.png"), task.metric,
                             title=f"{task.name} from {args.model}")
-    if splits.get("test"):
-        from .predict import predict_file
+    if splits.get("test") and not summary.get("stopped_by_time"):
         summary["test"] = predict_file(os.path.join(args.output, "model"), args.test or splits["test_path"],
                                        os.path.join(args.output, "test_predictions.jsonl"), progress=not args.quiet)
     atomic_write_text(os.path.join(args.output, "summary.json"), json.dumps(summary, indent=2, default=str) + "\n")
-    print(json.dumps({k: summary[k] for k in ("task", "metric", "best_score", "dev", "test") if k in summary}),
-          file=sys.stderr)
+    keys = ("task", "metric", "best_score", "dev", "test") if "best_score" in summary else ("task", "kept_model", "test")
+    print(json.dumps({k: summary[k] for k in keys if k in summary}), file=sys.stderr)

@@ -2,9 +2,7 @@
 import json
 import sys
 
-from ..finetune.folder import load_finetuned
-from ..finetune.trainer import predict_outputs
-from ..io import atomic_write_text
+from .args import positive_int
 
 
 def add_parser(subparsers):
@@ -16,29 +14,17 @@ def add_parser(subparsers):
     p.add_argument("file", metavar="FILE")
     p.add_argument("--model", required=True, help="OUT/model of a `bertlab finetune` run")
     p.add_argument("-o", "--output", metavar="OUT.jsonl", help="default: standard output")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--overwrite", action="store_true", help="replace OUT.jsonl if it exists")
+    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 
 
-def predict_file(model_dir, path, output=None, batch_size=64, progress=True) -> dict:
-    """Predict every example of `path`; returns the metrics (empty when the file is unlabelled)."""
-    task, model, tokenizer = load_finetuned(model_dir)
-    examples = task.read(path)
-    features = task.featurize(examples, tokenizer)
-    outputs = predict_outputs(task, model, features, tokenizer.pad_token_id, batch_size, progress=progress)
-    rows = task.predictions(examples, features, outputs)
-    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    if output:
-        atomic_write_text(output, text)
-    else:
-        sys.stdout.write(text)
-    if task.is_labelled(examples):
-        task.check_labels(examples, path)
-        return task.evaluate(examples, features, outputs)
-    return {}
-
-
 def run(args):
-    scores = predict_file(args.model, args.file, args.output, args.batch_size)
+    from ..finetune.predict import predict_file
+    from ..finetune.setup import check_output_file
+    if args.output:
+        check_output_file(args.output, args.overwrite)
+    scores = predict_file(args.model, args.file, args.output, args.batch_size, progress=not args.quiet)
     if scores:
         print(json.dumps(scores), file=sys.stderr)

@@ -1,22 +1,40 @@
 """Sentence and sentence-pair classification, and regression, from the [CLS] vector.
 
 Inputs are `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` with segment ids 0/1 (run_classifier.py).
-A single text longer than max_seq_length is not cut short: it is read in sliding windows
-(windows.py, stride `doc_stride`), every window is classified, and the example's logits are the
-mean of its windows' logits — each window votes with its whole distribution. Pairs are truncated
-longest-first, as google-research/bert does.
+A single text longer than max_seq_length is, by `long_inputs`:
+- "truncate": cut to its first max_seq_length - 2 word pieces, as run_classifier.py and HF do;
+- "windows": read in sliding windows (windows.py, stride `doc_stride`), every window classified,
+  and the example's logits the mean of its windows' logits (each window votes with its whole
+  distribution). An epoch then holds one step's work per window, several times a truncated one's
+  on long texts.
+Pairs are truncated longest-first, as google-research/bert does.
 """
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..models import BertForSequenceClassification
+from ..tokenization import truncate_seq_pair
 from . import metrics
 from .examples import TableFormat, read_table
 from .task import Task
-from .windows import sliding_windows
+from .windows import DEFAULT_LONG_INPUTS, LONG_INPUTS, Window, sliding_windows
 
 METRICS = {"classify": ("accuracy", "macro_f1", "f1", "mcc"), "regression": ("pearson", "spearman", "mse")}
+
+
+def encode_pairs(tokenizer, texts_a, texts_b, max_seq_length: int):
+    """(input_ids, token_type_ids, truncated) of each `[CLS] A [SEP] B [SEP]`, the pair cut
+    longest-first to max_seq_length; `truncated` says whether anything was cut."""
+    a_ids = tokenizer.tokenize_ids_batch(texts_a, add_special_tokens=False)
+    b_ids = tokenizer.tokenize_ids_batch(texts_b, add_special_tokens=False)
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    encoded = []
+    for a, b in zip(a_ids, b_ids):
+        length = len(a) + len(b)
+        truncate_seq_pair(a, b, max_seq_length - 3)
+        encoded.append(([cls, *a, sep, *b, sep], [0] * (len(a) + 2) + [1] * (len(b) + 1), len(a) + len(b) < length))
+    return encoded
 
 
 class SequenceClassificationTask(Task):
@@ -25,9 +43,16 @@ class SequenceClassificationTask(Task):
     metric = "accuracy"
 
     def __init__(self, labels=None, max_seq_length=128, *, text_a="sentence", text_b=None, label="label",
-                 header=True, kind="auto", quoting=True, metric=None, doc_stride=None, **options):
+                 header=True, kind="auto", quoting=True, metric=None, doc_stride=None, long_inputs=None, **options):
+        if long_inputs not in (None, *LONG_INPUTS):
+            raise ValueError(f"long_inputs {long_inputs!r}: choose one of {', '.join(LONG_INPUTS)}")
+        if text_b is not None and (long_inputs == "windows" or doc_stride is not None):
+            raise ValueError("pairs are truncated longest-first (as google-research/bert does), not read in "
+                             "windows: long_inputs='windows' and doc_stride are for single texts")
+        long_inputs = long_inputs or ("truncate" if text_b is not None else DEFAULT_LONG_INPUTS)
         super().__init__(labels, max_seq_length, text_a=text_a, text_b=text_b, label=label, header=header,
-                         kind=kind, quoting=quoting, metric=metric or self.metric, doc_stride=doc_stride, **options)
+                         kind=kind, quoting=quoting, metric=metric or self.metric, doc_stride=doc_stride,
+                         long_inputs=long_inputs, **options)
         self.metric = self.options["metric"]
         if self.metric not in METRICS[self.family]:
             raise ValueError(f"unknown metric {self.metric!r} for {self.name}; "
@@ -70,26 +95,26 @@ class SequenceClassificationTask(Task):
 
     # --- features ---------------------------------------------------------------------------
     def featurize(self, examples, tokenizer) -> list[dict]:
-        cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-        features = []
         if examples and examples[0].text_b is not None:
-            encoded = tokenizer.encode_batch([e.text_a for e in examples], [e.text_b for e in examples],
-                                             max_length=self.max_seq_length)
-            for i, e in enumerate(examples):
-                features.append(self._feature(i, e, encoded.input_ids[i], encoded.token_type_ids[i]))
-            return features
+            encoded = encode_pairs(tokenizer, [e.text_a for e in examples], [e.text_b for e in examples],
+                                   self.max_seq_length)
+            return [self._feature(i, e, *enc) for i, (e, enc) in enumerate(zip(examples, encoded))]
+        cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
         room = self.max_seq_length - 2
-        stride = self.options.get("doc_stride") or room // 2
+        stride = self.options.get("doc_stride") or max(room // 2, 1)
+        truncate = self.options["long_inputs"] == "truncate"
+        features = []
         for i, (e, ids) in enumerate(zip(examples, tokenizer.tokenize_ids_batch([e.text_a for e in examples],
                                                                                   add_special_tokens=False))):
-            for w in sliding_windows(len(ids), room, stride):
+            for w in [Window(0, min(len(ids), room))] if truncate else sliding_windows(len(ids), room, stride):
                 window = [cls] + ids[w.start:w.start + w.length] + [sep]
-                features.append(self._feature(i, e, window, [0] * len(window)))
+                features.append(self._feature(i, e, window, [0] * len(window), truncate and len(ids) > room))
         return features
 
-    def _feature(self, index, example, input_ids, token_type_ids):
+    def _feature(self, index, example, input_ids, token_type_ids, truncated=False):
         target = self.label_target(example.label) if example.label is not None else self.no_target
-        return {"example_index": index, "input_ids": input_ids, "token_type_ids": token_type_ids, "label": target}
+        return {"example_index": index, "input_ids": input_ids, "token_type_ids": token_type_ids, "label": target,
+                "truncated": truncated}
 
     no_target = 0  # unlabelled rows (prediction) still collate
 

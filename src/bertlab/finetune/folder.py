@@ -1,47 +1,97 @@
 """A fine-tuned model as one folder: HF-format weights and config (with the label map), the
-tokenizer, and task.json — everything `bertlab predict` needs, nothing else."""
+tokenizer, and task.json — everything `bertlab predict` needs, nothing else.
+
+A new best model replaces the folder while training goes on, so the replacement must never leave
+OUT/model missing or half written, even if the process is killed at any point of it:
+
+    1. write the new model into MODEL.tmp       (a kill here: MODEL is untouched, .tmp is discarded)
+    2. rename MODEL.tmp -> MODEL.new            (from here on the new model is whole)
+    3. rename MODEL -> MODEL.old
+    4. rename MODEL.new -> MODEL
+    5. delete MODEL.old
+
+A kill between 3 and 4 leaves no MODEL, so a loader reads MODEL.new (or MODEL.old) when MODEL is
+missing, and the next save or run finishes the swap first (`finish_swap`).
+"""
 import json
 import os
 import shutil
 
-from ..interop.hf_bert import load_state_dict_strict, read_state_dict, save_pretrained
-from ..interop.pretrained import load_tokenizer, read_config, resolve
-from ..io import atomic_write_text
+from ..io import atomic_write_text, read_json
 
 
 def save_finetuned(folder, model, tokenizer, task):
-    """Written into a sibling temporary folder first, then swapped in, so a crash mid-save leaves
-    the previous best model whole."""
-    folder = os.fspath(folder)
-    tmp, old = folder + ".tmp", folder + ".old"
-    shutil.rmtree(tmp, ignore_errors=True)
+    """Write the model, tokenizer and task.json to `folder`, replacing what is there (see above)."""
+    from ..interop.hf_bert import save_pretrained
     extra = {}
     if task.labels:
         extra["id2label"] = {str(i): str(label) for i, label in enumerate(task.labels)}
         extra["label2id"] = {str(label): i for i, label in enumerate(task.labels)}
     elif getattr(model, "num_labels", None) == 1:
         extra["problem_type"] = "regression"
-    save_pretrained(model, tmp, tokenizer, extra_config=extra)
-    atomic_write_text(os.path.join(tmp, "task.json"), json.dumps(task.state(), indent=2) + "\n")
-    if os.path.exists(folder):
-        shutil.rmtree(old, ignore_errors=True)
-        os.rename(folder, old)
-    os.rename(tmp, folder)
+
+    def write(tmp):
+        save_pretrained(model, tmp, tokenizer, extra_config=extra)
+        atomic_write_text(os.path.join(tmp, "task.json"), json.dumps(task.state(), indent=2) + "\n")
+    replace_folder(folder, write)
+
+
+def replace_folder(folder, write):
+    """Replace `folder` by what write(path) creates at a temporary path beside it, in the five steps
+    of the module docstring."""
+    folder = os.fspath(folder)
+    finish_swap(folder)
+    write(folder + ".tmp")
+    os.rename(folder + ".tmp", folder + ".new")  # from here on the new model is whole
+    finish_swap(folder)
+
+
+def finish_swap(folder):
+    """Steps 3-5, which also complete a replacement that a kill interrupted: a whole MODEL.new goes
+    in (it is the newest model), a partial MODEL.tmp and a replaced MODEL.old go away."""
+    folder = os.fspath(folder)
+    new, old = folder + ".new", folder + ".old"
+    shutil.rmtree(folder + ".tmp", ignore_errors=True)
+    if os.path.isdir(new):
+        if os.path.isdir(folder):
+            shutil.rmtree(old, ignore_errors=True)
+            os.rename(folder, old)
+        os.rename(new, folder)
     shutil.rmtree(old, ignore_errors=True)
 
 
+def readable_folder(folder) -> str:
+    """The folder to read a model from, without changing anything (a loader must not race a save in
+    progress): `folder` itself, or while a swap is under way (or was killed) its whole MODEL.new or
+    the MODEL.old it replaces."""
+    folder = os.fspath(folder)
+    for candidate in (folder, folder + ".new", folder + ".old"):
+        if os.path.isdir(candidate):
+            return candidate
+    return folder
+
+
 def load_finetuned(folder):
-    """(task, model, tokenizer) from a folder written by save_finetuned."""
+    """(task, model, tokenizer) from a folder written by save_finetuned. A folder that is not one
+    (no or a broken task.json, config or weights, weights that do not fit the config) is a
+    ValueError or FileNotFoundError naming the file and the problem."""
+    from ..interop.hf_bert import load_state_dict_strict, read_state_dict
+    from ..interop.pretrained import load_tokenizer, read_config, resolve
     from .tasks import make_task
-    folder = resolve(folder)
+    folder = resolve(readable_folder(folder))
     path = os.path.join(folder, "task.json")
     if not os.path.exists(path):
         raise FileNotFoundError(f"{folder}: no task.json — not a model fine-tuned by `bertlab finetune`")
-    with open(path, encoding="utf-8") as f:
-        state = json.load(f)
-    task = make_task(**state)
+    state = read_json(path)
+    if not isinstance(state.get("task"), str):
+        raise ValueError(f"{path}: no \"task\" name; not a task.json written by `bertlab finetune`")
+    try:
+        task = make_task(**state)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
     config = read_config(folder)
     tokenizer = load_tokenizer(folder, config=config)
     model = task.build_model(config, init_weights=False)
     load_state_dict_strict(model, read_state_dict(folder), folder)
     return task, model.eval(), tokenizer
+

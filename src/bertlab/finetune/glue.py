@@ -7,8 +7,6 @@ Test files have no labels and (for CoLA) other columns than train/dev, so they a
 import os
 from dataclasses import dataclass
 
-from .classification import RegressionTask, SequenceClassificationTask
-
 
 @dataclass(frozen=True)
 class GlueLayout:
@@ -36,7 +34,9 @@ GLUE = {
 ALIASES = {"sst2": "sst-2", "stsb": "sts-b"}
 
 
-def glue_task(name: str, max_seq_length: int = 128, **options) -> SequenceClassificationTask:
+def glue_task(name: str, max_seq_length: int = 128, **options):
+    """A SequenceClassificationTask (RegressionTask for STS-B) reading the task's official layout."""
+    from .classification import RegressionTask, SequenceClassificationTask  # imports torch: only here
     layout = GLUE[ALIASES.get(name, name)]
     task_class = RegressionTask if layout.labels is None else SequenceClassificationTask
     task = task_class(layout.labels, max_seq_length, text_a=layout.text_a, text_b=layout.text_b, label=layout.label,

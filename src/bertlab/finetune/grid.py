@@ -4,10 +4,11 @@ import itertools
 import json
 import os
 import shutil
-import sys
 from dataclasses import replace
 
 from ..io import atomic_write_text
+from ..progress import write
+from .folder import replace_folder
 from .trainer import finetune
 
 GRID = {"batch_size": (16, 32), "lr": (5e-5, 3e-5, 2e-5), "epochs": (2, 3, 4)}
@@ -15,13 +16,16 @@ GRID = {"batch_size": (16, 32), "lr": (5e-5, 3e-5, 2e-5), "epochs": (2, 3, 4)}
 
 def run_grid(task, load_base, splits, out_dir, settings, grid=GRID) -> dict:
     """Every combination trained into out_dir/grid/NAME; the winner's model copied to out_dir/model.
-    Results go to out_dir/grid.jsonl as they finish."""
+    Results go to out_dir/grid.jsonl as they finish. The winner is chosen by dev score, so a dev set
+    is required."""
+    if not splits["dev"]:
+        raise ValueError("--grid picks the best run by its dev score: give --dev (or --data-dir)")
     results, best = [], None
     combos = list(itertools.product(*grid.values()))
     for i, values in enumerate(combos, 1):
         run = replace(settings, **dict(zip(grid, values)))
         name = f"bs{run.batch_size}-lr{run.lr:g}-ep{run.epochs:g}"
-        print(f"grid {i}/{len(combos)}: {name}", file=sys.stderr)
+        write(f"grid {i}/{len(combos)}: {name}")
         model, tokenizer = load_base()
         summary = finetune(task, model, tokenizer, splits["train"], splits["dev"], os.path.join(out_dir, "grid", name), run)
         results.append({"run": name, "best_score": summary["best_score"], "dev": summary["dev"]})
@@ -29,10 +33,7 @@ def run_grid(task, load_base, splits, out_dir, settings, grid=GRID) -> dict:
         if best is None or summary["best_score"] > best[1]["best_score"]:
             best = (name, summary)
     name, summary = best
-    target = os.path.join(out_dir, "model")
-    shutil.rmtree(target + ".tmp", ignore_errors=True)
-    shutil.copytree(os.path.join(out_dir, "grid", name, "model"), target + ".tmp")
-    shutil.rmtree(target, ignore_errors=True)
-    os.rename(target + ".tmp", target)
-    print(f"grid: best {task.metric} {summary['best_score']:.4f} with {name}", file=sys.stderr)
+    replace_folder(os.path.join(out_dir, "model"),
+                   lambda tmp: shutil.copytree(os.path.join(out_dir, "grid", name, "model"), tmp))
+    write(f"grid: best {task.metric} {summary['best_score']:.4f} with {name}")
     return {**summary, "grid_best": name, "grid": results}

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from ..models import BertForMultipleChoice
 from . import metrics
+from .classification import encode_pairs
 from .examples import TableFormat, field, read_rows
 from .task import Task
 
@@ -63,12 +64,14 @@ class MultipleChoiceTask(Task):
 
     def featurize(self, examples, tokenizer) -> list[dict]:
         n = self.num_choices
-        encoded = tokenizer.encode_batch([e.context for e in examples for _ in range(n)],
-                                         [ending for e in examples for ending in e.endings],
-                                         max_length=self.max_seq_length)
-        return [{"example_index": i, "input_ids": encoded.input_ids[i * n:(i + 1) * n],
-                 "token_type_ids": encoded.token_type_ids[i * n:(i + 1) * n],
-                 "label": e.label if e.label is not None else 0} for i, e in enumerate(examples)]
+        encoded = encode_pairs(tokenizer, [e.context for e in examples for _ in range(n)],
+                               [ending for e in examples for ending in e.endings], self.max_seq_length)
+        features = []
+        for i, e in enumerate(examples):
+            ids, types, truncated = zip(*encoded[i * n:(i + 1) * n])
+            features.append({"example_index": i, "input_ids": list(ids), "token_type_ids": list(types),
+                             "label": e.label if e.label is not None else 0, "truncated": any(truncated)})
+        return features
 
     def feature_length(self, feature):
         return len(feature["input_ids"]) * max(len(ids) for ids in feature["input_ids"])

@@ -153,11 +153,6 @@ class TokenClassificationTask(Task):
                  scheme: str = "BIO", doc_stride: int | None = None):
         if scheme not in SCHEMES:
             raise ValueError(f"ner: scheme must be one of {sorted(SCHEMES)}, not {scheme!r}")
-        if max_seq_length < 3:
-            raise ValueError(f"ner: max_seq_length {max_seq_length} leaves no room for a word "
-                             "between [CLS] and [SEP]")
-        if doc_stride is not None and doc_stride < 1:
-            raise ValueError(f"ner: doc_stride must be at least 1, not {doc_stride}")
         super().__init__(labels, max_seq_length, scheme=scheme, doc_stride=doc_stride)
 
     def read(self, path) -> list[InputExample]:

@@ -1,12 +1,16 @@
-"""The start of a fine-tuning run: its data splits (checked) and the model to train."""
+"""The start of a fine-tuning run: its data splits (checked), its output folder (an earlier run is
+not replaced unless asked) and the model to train."""
 import os
-import sys
+import shutil
 from dataclasses import replace
 
-from ..interop.hf_bert import init_from_state_dict, read_state_dict
-from ..interop.pretrained import load_tokenizer, read_config, resolve
+from ..progress import write
+from ..training.checkpoint import check_resume
 from .glue import GLUE, glue_files
-from .special_tokens import grow_word_embeddings
+
+# What a run writes into OUT; an OUT holding any of these holds an earlier run.
+RUN_FILES = ("model", "model.new", "model.old", "model.tmp", "checkpoint.pt", "metrics.jsonl", "curves.png",
+             "summary.json", "test_predictions.jsonl", "grid", "grid.jsonl")
 
 
 def read_splits(task, args) -> dict:
@@ -31,28 +35,74 @@ def read_splits(task, args) -> dict:
     if dev:
         task.check_labels(dev, files["dev"])
     else:
-        print("no dev file: the model of the last step is kept", file=sys.stderr)
+        write("no dev file: the model of the last step is kept, and there is no dev score")
     labels = f", {len(task.labels)} labels" if task.labels else ""
-    print(f"{task.name}: {len(train)} training and {len(dev)} dev examples{labels}", file=sys.stderr)
+    write(f"{task.name}: {len(train)} training and {len(dev)} dev examples{labels}")
     return {"train": train, "dev": dev, "test": bool(files["test"]), "test_path": files["test"]}
 
 
-def load_base_model(task, name, init="pretrained", added_tokens=(), quiet=False):
+def load_base_model(task, name, init="pretrained", added_tokens=(), quiet=False, seed=0):
     """(model, tokenizer): the task's model with the checkpoint's encoder (init="pretrained") or
-    random weights of the same shape (init="random"); the task head is always new. `added_tokens`
-    become never-split special tokens with new embedding rows (special_tokens.py)."""
+    random weights of the same shape (init="random"); the task head is always new, drawn from
+    `seed`. `added_tokens` become never-split special tokens with new embedding rows
+    (special_tokens.py)."""
+    import torch
+
+    from ..interop.hf_bert import init_from_state_dict, read_state_dict
+    from ..interop.pretrained import load_tokenizer, read_config, resolve
+    from .special_tokens import grow_word_embeddings
     folder = resolve(name)
     config = read_config(folder)
     tokenizer = load_tokenizer(folder, config=config)
     added = tokenizer.add_special_tokens(added_tokens) if added_tokens else 0
+    torch.manual_seed(seed)  # the new head's weights: the same for the same --seed
     model = task.build_model(replace(config, vocab_size=config.vocab_size + added), init_weights=True)
     if init == "pretrained":
         state = read_state_dict(folder)
         report = init_from_state_dict(model, grow_word_embeddings(state, added) if added else state)
         if not quiet:
-            print(f"{folder}: initialized {len(report.initialized)} tensors; new: {', '.join(report.new) or 'none'}",
-                  file=sys.stderr)
+            write(f"{folder}: initialized {len(report.initialized)} tensors; new: {', '.join(report.new) or 'none'}")
     if added_tokens and not quiet:
-        print(f"special tokens {', '.join(added_tokens)}: {added} new, {config.vocab_size} -> "
-              f"{config.vocab_size + added} embedding rows", file=sys.stderr)
+        write(f"special tokens {', '.join(added_tokens)}: {added} new, {config.vocab_size} -> "
+              f"{config.vocab_size + added} embedding rows")
     return model, tokenizer
+
+
+def prepare_output(out, resume=False, overwrite=False):
+    """The run folder OUT, made ready: created if need be; one holding an earlier run is resumed
+    (resume, from its checkpoint), emptied of that run's files (overwrite), or else refused, so that
+    no model is replaced without being asked."""
+    _check_creatable(out, "-o")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"-o {out}: is a file, not a folder")
+    check_resume(out, resume, overwrite)
+    if resume:
+        return
+    earlier = [name for name in RUN_FILES if os.path.lexists(os.path.join(out, name))]
+    if earlier and not overwrite:
+        raise ValueError(f"-o {out}: holds an earlier run ({', '.join(earlier)}); pass --overwrite to replace it")
+    for name in earlier:
+        path = os.path.join(out, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+    os.makedirs(out, exist_ok=True)
+
+
+def check_output_file(path, overwrite=False, flag="-o"):
+    """Refuse, before any work, an output file that exists (unless overwrite) or cannot be created."""
+    _check_creatable(path, flag)
+    if os.path.isdir(path):
+        raise ValueError(f"{flag} {path}: is a folder, not a file")
+    if os.path.exists(path) and not overwrite:
+        raise ValueError(f"{flag} {path}: already exists; pass --overwrite to replace it")
+
+
+def _check_creatable(path, flag):
+    """An output path under a file (`notes.txt/out`) is refused by name, not found out at the end."""
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise ValueError(f"{flag} {path}: {parent} is a file, not a folder")

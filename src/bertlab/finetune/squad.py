@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from ..inference.qa import QaSettings, answer_questions
 from ..models.bert_tasks import BertForQuestionAnswering
+from ..validate import check_number, positive_int
 from .squad_metrics import squad_evaluate
 from .task import Task
 from .windows import is_max_context, sliding_windows
@@ -225,14 +226,21 @@ class QuestionAnsweringTask(Task):
     some questions have no answer, predicted as "")."""
 
     name, metric, per_token_outputs = "squad", "f1", True
-    defaults: ClassVar[dict] = {"version_2_with_negative": False, "doc_stride": 128, "max_query_length": 64,
+    min_seq_length = 5  # [CLS] a question piece [SEP] a context piece [SEP]
+    defaults: ClassVar[dict] = {"version_2_with_negative": False, "doc_stride": None, "max_query_length": 64,
                                  "n_best_size": 20, "max_answer_length": 30, "null_score_diff_threshold": 0.0}
 
     def __init__(self, labels: list[str] | None = None, max_seq_length: int = 384, **options):
         unknown = sorted(set(options) - set(self.defaults))
         if unknown:
             raise ValueError(f"QuestionAnsweringTask: unknown option(s) {unknown}; known: {sorted(self.defaults)}")
-        super().__init__(labels, max_seq_length, **{**self.defaults, **options})
+        options = {**self.defaults, **options}
+        for name in ("max_query_length", "n_best_size", "max_answer_length"):
+            positive_int(name, options[name])
+        check_number("null_score_diff_threshold", options["null_score_diff_threshold"])
+        super().__init__(labels, max_seq_length, **options)
+        if self.options["doc_stride"] is None:  # run_squad's 128, or half a window for shorter inputs
+            self.options["doc_stride"] = min(128, max_seq_length // 2)
 
     def read(self, path) -> list[SquadExample]:
         examples = read_squad(path)

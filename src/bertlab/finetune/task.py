@@ -7,9 +7,12 @@ the same way. A feature is a plain dict: `input_ids` and `token_type_ids` (lists
 task's targets; `collate` pads a list of them into tensors.
 """
 from abc import ABC, abstractmethod
+from collections import Counter
 
 import numpy as np
 import torch
+
+from ..validate import positive_int
 
 
 class Task(ABC):
@@ -19,8 +22,16 @@ class Task(ABC):
     name: str = ""
     metric: str = ""
     padded_fields: dict = {}
+    min_seq_length = 3  # [CLS], one word piece, [SEP]
 
     def __init__(self, labels: list[str] | None = None, max_seq_length: int = 128, **options):
+        positive_int("max_seq_length", max_seq_length)
+        if max_seq_length < self.min_seq_length:
+            raise ValueError(f"max_seq_length {max_seq_length}: too small for {self.name}, which needs at least "
+                             f"{self.min_seq_length} (the special tokens and one word piece)")
+        stride = positive_int("doc_stride", options.get("doc_stride"), optional=True)
+        if stride is not None and stride >= max_seq_length:
+            raise ValueError(f"doc_stride {stride}: must be less than max_seq_length {max_seq_length}")
         self.labels = labels
         self.max_seq_length = max_seq_length
         self.options = options
@@ -62,6 +73,28 @@ class Task(ABC):
     @abstractmethod
     def predictions(self, examples: list, features: list[dict], outputs: list) -> list[dict]:
         """One JSON-able prediction per example, for `bertlab predict`."""
+
+    def describe(self, examples: list, features: list[dict]) -> str:
+        """How much the model reads for these examples: the windows of long inputs, or how many
+        inputs were cut to max_seq_length (a long-text set can hold several windows per example)."""
+        line = f"{len(examples):,} examples"
+        if len(features) != len(examples):
+            long = sum(n > 1 for n in Counter(f["example_index"] for f in features).values())
+            line += f" in {len(features):,} windows of up to {self.max_seq_length} tokens ({long:,} examples longer than one)"
+        truncated = sum(bool(f.get("truncated")) for f in features)
+        if truncated:
+            line += f", {truncated:,} truncated to {self.max_seq_length} tokens"
+        return line
+
+    def check_positions(self, features: list[dict], positions: int):
+        """Refuse inputs longer than the model has positions for (max_seq_length above the model's
+        max_position_embeddings), which would otherwise fail as an index error inside the embedding."""
+        sequences = (ids for f in features for ids in (f["input_ids"] if isinstance(f["input_ids"][0], list)
+                                                       else [f["input_ids"]]))
+        longest = max(map(len, sequences), default=0)
+        if longest > positions:
+            raise ValueError(f"max_seq_length {self.max_seq_length}: inputs of up to {longest} tokens, but the model "
+                             f"has {positions} positions; use --max-seq-length {positions} or less")
 
     def state(self) -> dict:
         """What `predict` needs to rebuild this task from a model folder (task.json)."""

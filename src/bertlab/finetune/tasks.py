@@ -1,36 +1,32 @@
 """Every fine-tuning task by name, for `bertlab finetune --task NAME` and for rebuilding a task from
-a model folder's task.json."""
-from .classification import RegressionTask, SequenceClassificationTask
+a model folder's task.json. Importing this module does not import torch (the command line builds
+its parser from TASK_NAMES); a task's module is imported when the task is made."""
+import importlib
+
 from .glue import ALIASES, GLUE, glue_task
 
-
-def _ner(**kw):
-    from .ner import TokenClassificationTask
-    return TokenClassificationTask(**kw)
-
-
-def _squad(**kw):
-    from .squad import QuestionAnsweringTask
-    return QuestionAnsweringTask(**kw)
-
-
-def _multiple_choice(**kw):
-    from .multiple_choice import MultipleChoiceTask
-    return MultipleChoiceTask(**kw)
-
-
-TASKS = {"classify": SequenceClassificationTask, "regression": RegressionTask, "ner": _ner, "squad": _squad,
-         "multiple_choice": _multiple_choice, "swag": _multiple_choice}
+TASKS = {"classify": ("classification", "SequenceClassificationTask"),
+         "regression": ("classification", "RegressionTask"),
+         "ner": ("ner", "TokenClassificationTask"),
+         "squad": ("squad", "QuestionAnsweringTask"),
+         "multiple_choice": ("multiple_choice", "MultipleChoiceTask"),
+         "swag": ("multiple_choice", "MultipleChoiceTask")}
 TASK_NAMES = sorted(TASKS) + sorted(GLUE)
+WINDOWED = ("classify", "regression", "ner", "squad", *GLUE)  # tasks that read long inputs in windows
 
 
 def make_task(task: str, labels=None, **options):
     """A task from its name and the options saved in task.json (or given on the command line);
     without max_seq_length, the task's own default (128; 384 for squad)."""
-    name = task.lower()
+    name = str(task).lower()
     if name in GLUE or name in ALIASES:
-        keep = {k: v for k, v in options.items() if k in ("doc_stride", "max_seq_length")}
+        keep = {k: v for k, v in options.items() if k in ("doc_stride", "max_seq_length", "long_inputs")}
         return glue_task(name, **keep)
     if name not in TASKS:
         raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASK_NAMES)}")
-    return TASKS[name](labels=labels, **options)
+    module, class_name = TASKS[name]
+    task_class = getattr(importlib.import_module(f".{module}", __package__), class_name)
+    try:
+        return task_class(labels=labels, **options)
+    except TypeError as e:  # an option this task does not take (a hand-edited task.json)
+        raise ValueError(f"task {name!r}: {e}") from None

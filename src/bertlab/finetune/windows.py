@@ -8,6 +8,11 @@ QA, and long inputs for classification and tagging, all use these two functions.
 """
 from typing import NamedTuple
 
+# How sentence classification reads a text longer than max_seq_length (classification.py):
+# its first window only, as google-research/bert and HF do, or every window, their logits averaged.
+LONG_INPUTS = ("truncate", "windows")
+DEFAULT_LONG_INPUTS = "windows"
+
 
 class Window(NamedTuple):
     start: int  # index of the window's first token in the whole text
