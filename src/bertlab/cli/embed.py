@@ -1,7 +1,7 @@
 """bertlab embed: one vector per input line, saved as .npy."""
 import sys
 
-from ..inference.embed import POOLINGS
+from ..inference.pooling import POOLINGS
 from ..io import read_lines
 from .args import positive_int
 from .model_args import add_checkpoint_arguments, add_output_arguments, check_max_seq_length, check_output, \

@@ -1,7 +1,9 @@
 """What the commands that run a BERT checkpoint share (embed, similar, extract-features, fill-mask,
-attention): the --model/--device/--quiet arguments, the output and length checks done before any
-work, and the stderr notes that say what was done to the input (truncated lines, blank lines)."""
+attention): the --model/--device and -o/--overwrite arguments, the output and length checks done
+before any work, and the stderr notes that say what was done to the input (truncated lines, blank lines)."""
 import os
+
+from ..io import make_folder
 
 MODEL_HELP = ("an HF-format BERT folder (config.json, model.safetensors or pytorch_model.bin, vocab.txt), "
               "or 'minilm' for the packaged all-MiniLM-L6-v2")
@@ -20,22 +22,19 @@ def add_output_arguments(p, required: bool, metavar: str, help: str):
 
 def check_output(path: str, overwrite: bool):
     """Refuse, before any work is done, an output that would fail or destroy something: a file
-    that exists (without --overwrite), a folder, a parent path that is a file."""
+    that exists (without --overwrite), a folder, a parent path that is a file. Creates the
+    output's folder."""
     if os.path.isdir(path):
         raise ValueError(f"--output {path}: is a folder; give a file name")
     if os.path.lexists(path) and not overwrite:
         raise ValueError(f"--output {path}: already exists; pass --overwrite to replace it")
-    parent = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(parent):  # atomic_write creates missing folders
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise ValueError(f"--output {path}: {parent} is a file, not a folder")
+    make_folder(os.path.dirname(os.path.abspath(path)))  # names a parent that is a file
 
 
-def check_max_seq_length(n: int, config, pairs: bool = False, flag: str = "--max-seq-length") -> int:
+def check_max_seq_length(n: int, config, pairs: bool = False) -> int:
     least = 3 if pairs else 2
     if not least <= n <= config.max_position_embeddings:
-        raise ValueError(f"{flag} {n}: must be from {least} (room for [CLS]/[SEP]) to the "
+        raise ValueError(f"--max-seq-length {n}: must be from {least} (room for [CLS]/[SEP]) to the "
                          f"model's max_position_embeddings {config.max_position_embeddings}")
     return n
 

@@ -1,17 +1,14 @@
 """Where each token looks: one layer's attention weights, as numbers and as a heatmap.
 
 Row i of a head's (len, len) matrix is the softmax over keys for query token i, so every row
-sums to 1; reading down a column shows which tokens attend to that token. torch and matplotlib
-are imported where they are used, so the command line's parser needs neither.
+sums to 1; reading down a column shows which tokens attend to that token. numpy, torch and
+matplotlib are imported where they are used, so the command line's parser (which reads
+DEFAULT_SENTENCE) loads none of them.
 """
 import math
 
-import numpy as np
-
 from ..io import atomic_write
 from ..validate import positive_int
-from .embed import check_finite
-from .features import convert_example, hidden_state_indices, read_examples
 
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired"
 # A picture larger than this would take gigabytes to draw (12 heads of 512 tokens: 2.8 gigapixels).
@@ -29,6 +26,7 @@ FONT_HINT = ("pip install 'bertlab[cjk]' (the Noto Sans CJK font) or install a C
 
 def layer_number(layer: int, num_layers: int) -> int:
     """google's layer number (negative counts from the top) -> 0..num_layers-1, validated."""
+    from .features import hidden_state_indices
     hidden_state_indices([layer], num_layers)
     return layer % num_layers
 
@@ -37,6 +35,9 @@ def attention_weights(model, tokenizer, text: str, layer: int):
     """(tokens, float32 (heads, len, len) weights of `layer`) for one text ("A ||| B" is a pair).
     A blank text, or one longer than the model's positions, is an error."""
     import torch
+
+    from .embed import check_finite
+    from .features import convert_example, read_examples
     if not text.strip():
         raise ValueError("the sentence is blank; give text to look at")
     limit = model.config.max_position_embeddings
@@ -55,9 +56,10 @@ def attention_weights(model, tokenizer, text: str, layer: int):
     return features.tokens, weights
 
 
-def most_attended(tokens, weights: np.ndarray, query: str, k: int = 5):
+def most_attended(tokens, weights, query: str, k: int = 5):
     """[(position, [(token, weight), ...]), ...]: for every occurrence of the token `query`
     (compared case-insensitively), the k tokens its (len, len) attention row weighs most."""
+    import numpy as np
     positive_int("k", k)
     positions = [i for i, t in enumerate(tokens) if t.lower() == query.lower()]
     if not positions:
@@ -107,7 +109,7 @@ def font_families(text: str) -> tuple[list[str], list[str]]:
     return families, missing
 
 
-def render_heatmaps(path, tokens, weights: np.ndarray, titles, suptitle: str) -> list[str]:
+def render_heatmaps(path, tokens, weights, titles, suptitle: str) -> list[str]:
     """One heatmap per (len, len) matrix in `weights`, in a near-square grid, saved as a PNG:
     query tokens down the side, key tokens along the bottom. Returns the characters of the tokens
     that no installed font could draw (they come out as empty boxes), [] when every one could."""

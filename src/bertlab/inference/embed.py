@@ -3,16 +3,13 @@
 Sorting by *token* count and cutting batches by a token budget means a batch holds sequences of
 nearly equal length, so almost every position computed is a real token. Batches whose sequences
 all have the same length run the fused attention kernel with no mask at all.
-
-torch is imported inside the functions that run the model, so the command line can read
-POOLINGS (and this module's batching helpers) without paying for torch.
 """
 import numpy as np
+import torch
 
 from ..progress import progress_bar
 from ..validate import check_number, positive_int
-
-POOLINGS = ("mean", "cls", "pooled")
+from .pooling import check_pooling, pool
 
 
 def length_sorted_batches(lengths, batch_size: int, max_tokens: int):
@@ -31,7 +28,6 @@ def length_sorted_batches(lengths, batch_size: int, max_tokens: int):
 
 def padded_tensors(sequences, pad_id: int = 0):
     """List of id lists -> (input_ids, attention_mask) LongTensors padded on the right."""
-    import torch
     width = max(len(s) for s in sequences)
     ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(sequences), width), dtype=torch.long)
@@ -39,17 +35,6 @@ def padded_tensors(sequences, pad_id: int = 0):
         ids[row, : len(s)] = torch.tensor(s, dtype=torch.long)
         mask[row, : len(s)] = 1
     return ids, mask
-
-
-def pool(out, attention_mask, pooling: str):
-    if pooling == "cls":
-        return out.sequence_output[:, 0]
-    if pooling == "pooled":
-        return out.pooled_output
-    if pooling == "mean":
-        m = attention_mask.unsqueeze(-1).to(out.sequence_output.dtype)
-        return (out.sequence_output * m).sum(1) / m.sum(1).clamp(min=1e-9)
-    raise ValueError(f"unknown pooling {pooling!r}; choose one of {POOLINGS}")
 
 
 def check_finite(rows, unit: str, numbers=None):
@@ -65,6 +50,7 @@ def check_finite(rows, unit: str, numbers=None):
                          f"fp16 precision try bf16 or fp32, or else the weights are broken")
 
 
+@torch.inference_mode()
 def embed_ids(model, sequences, pooling="mean", normalize=False, batch_size=64, max_tokens=2048,
               dtype=None, progress=False, pad_id=0):
     """Embed token-id sequences (with [CLS]/[SEP] already added); rows come back in input order.
@@ -73,9 +59,7 @@ def embed_ids(model, sequences, pooling="mean", normalize=False, batch_size=64, 
     dtype=torch.bfloat16 runs the model under bf16 autocast (fast on CPUs with AVX-512 BF16);
     pooling and normalisation stay in fp32. Outputs with NaN or infinity are an error.
     """
-    import torch
-    if pooling not in POOLINGS:
-        raise ValueError(f"unknown pooling {pooling!r}; choose one of {POOLINGS}")
+    check_pooling(pooling)
     positive_int("batch_size", batch_size)
     positive_int("max_tokens", max_tokens)
     model.eval()
@@ -84,18 +68,17 @@ def embed_ids(model, sequences, pooling="mean", normalize=False, batch_size=64, 
     result = np.zeros((len(sequences), model.config.hidden_size), dtype=np.float32)
     texts = [i for i, n in enumerate(lengths) if n]
     bar = progress_bar(total=len(texts), unit="text", enabled=progress, desc="embed")
-    with torch.inference_mode():
-        for part in length_sorted_batches([lengths[i] for i in texts], batch_size, max_tokens):
-            batch = [texts[i] for i in part]
-            ids, mask = padded_tensors([sequences[i] for i in batch], pad_id)
-            ids, mask = ids.to(device), mask.to(device)
-            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-                out = model(ids, attention_mask=mask)
-            vectors = pool(out, mask, pooling).float()
-            if normalize:
-                vectors = torch.nn.functional.normalize(vectors, dim=-1)
-            result[batch] = vectors.cpu().numpy()
-            bar.update(len(batch))
+    for part in length_sorted_batches([lengths[i] for i in texts], batch_size, max_tokens):
+        batch = [texts[i] for i in part]
+        ids, mask = padded_tensors([sequences[i] for i in batch], pad_id)
+        ids, mask = ids.to(device), mask.to(device)
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            out = model(ids, attention_mask=mask)
+        vectors = pool(out, mask, pooling).float()
+        if normalize:
+            vectors = torch.nn.functional.normalize(vectors, dim=-1)
+        result[batch] = vectors.cpu().numpy()
+        bar.update(len(batch))
     bar.close()
     check_finite(result, "text")
     return result

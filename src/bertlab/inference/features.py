@@ -6,13 +6,13 @@ states -> one (tokens, layers, hidden) array per line. Word-level vectors averag
 of each word's WordPiece pieces, words being the basic tokenizer's tokens (punctuation split off).
 
 Layer numbers are google's: 0 is the first Transformer layer, -1 the last; our `hidden_states`
-start with the embeddings output, so layer k sits at hidden_states[k + 1]. torch is imported
-where the model runs, so reading lines and tokens needs none.
+start with the embeddings output, so layer k sits at hidden_states[k + 1].
 """
 import json
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from ..progress import progress_bar
 from ..tokenization.encoding import truncate_seq_pair
@@ -116,10 +116,10 @@ def add_words(features: InputFeatures, texts_and_pieces) -> None:
     features.words, features.word_index = words, index
 
 
+@torch.inference_mode()
 def extract(model, features, layers, batch_size=32, progress=False, pad_id=0) -> list[np.ndarray]:
     """One float32 (tokens, len(layers), hidden) array per feature, in input order; NaN or infinity
     in them is an error."""
-    import torch
     positive_int("batch_size", batch_size)
     model.eval()
     device = next(model.parameters()).device
@@ -128,15 +128,14 @@ def extract(model, features, layers, batch_size=32, progress=False, pad_id=0) ->
     result = [None] * len(features)
     bar = progress_bar(total=len(features), unit="line", enabled=progress, desc="extract-features")
     # batch_size alone limits a batch: every sequence is at most max_seq_length tokens
-    with torch.inference_mode():
-        for batch in length_sorted_batches(lengths, batch_size, max_tokens=batch_size * max(lengths)):
-            ids, mask = padded_tensors([features[i].input_ids for i in batch], pad_id)
-            types, _ = padded_tensors([features[i].input_type_ids for i in batch])
-            out = model(ids.to(device), types.to(device), mask.to(device), output_hidden_states=True)
-            chosen = torch.stack([out.hidden_states[k] for k in indices], dim=2).float().cpu().numpy()
-            for row, i in enumerate(batch):
-                result[i] = chosen[row, : lengths[i]]
-            bar.update(len(batch))
+    for batch in length_sorted_batches(lengths, batch_size, max_tokens=batch_size * max(lengths)):
+        ids, mask = padded_tensors([features[i].input_ids for i in batch], pad_id)
+        types, _ = padded_tensors([features[i].input_type_ids for i in batch])
+        out = model(ids.to(device), types.to(device), mask.to(device), output_hidden_states=True)
+        chosen = torch.stack([out.hidden_states[k] for k in indices], dim=2).float().cpu().numpy()
+        for row, i in enumerate(batch):
+            result[i] = chosen[row, : lengths[i]]
+        bar.update(len(batch))
     bar.close()
     check_finite(result, "line")
     return result
