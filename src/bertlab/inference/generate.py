@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import validate
+
 
 @dataclass(frozen=True)
 class SamplingOptions:
@@ -23,16 +25,13 @@ class SamplingOptions:
     stop: tuple = ()           # stop strings; the text is cut before them (needs `decode`)
 
     def __post_init__(self):
-        if self.max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be >= 0, got {self.max_new_tokens}")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
-        if self.repetition_penalty <= 0:
-            raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
+        validate.check_fields(self, {"max_new_tokens": validate.nonnegative_int,
+                                     "temperature": validate.nonnegative_float, "top_k": validate.nonnegative_int,
+                                     "repetition_penalty": validate.positive_float})
+        validate.check_number("top_p", self.top_p, minimum=0, exclusive_minimum=True, maximum=1)
+        validate.nonnegative_int("eos_token_id", self.eos_token_id, optional=True)
+        if any(not isinstance(s, str) or not s for s in self.stop):
+            raise ValueError(f"stop strings must be non-empty text, got {self.stop!r}")
 
     @property
     def greedy(self) -> bool:

@@ -9,6 +9,7 @@ import re
 
 import torch
 
+from ..io import read_json
 from ..models.gpt import GPT, GPTConfig
 from .hf_bert import LoadReport, read_state_dict, write_hf_folder
 
@@ -108,7 +109,8 @@ def load_state_dict_strict(model: GPT, hf_state: dict, source="checkpoint") -> L
     problems = [f"missing tensor {n}" for n in report.new]
     problems += [f"tensor {n} has shape {t} in the checkpoint, the config needs {o}" for n, o, t in report.mismatched]
     if problems:
-        raise ValueError(f"{source}: does not fit the model:\n  " + "\n  ".join(problems))
+        shown = problems[:5] + ([f"... and {len(problems) - 5} more"] if len(problems) > 5 else [])
+        raise ValueError(f"{source}: does not fit the model:\n  " + "\n  ".join(shown))
     return report
 
 
@@ -119,8 +121,15 @@ def load_gpt2(folder, map_location="cpu") -> tuple[GPT, LoadReport]:
         raise FileNotFoundError(f"{folder}: no such model folder")
     if not os.path.exists(config_path):
         raise FileNotFoundError(f"{folder}: no config.json (is this a GPT-2 model folder?)")
-    config = GPTConfig.from_json_file(config_path)
-    model = GPT(config)
+    settings = read_json(config_path)
+    kind = settings.get("model_type", "gpt2" if "n_embd" in settings else None)
+    if kind != "gpt2":
+        raise ValueError(f"{config_path}: describes {f'a {kind!r} model' if kind else 'no GPT-2 model'}, not a "
+                         "GPT (model_type 'gpt2', as gpt-train writes)")
+    try:
+        model = GPT(GPTConfig.from_dict(settings))
+    except (TypeError, ValueError) as e:  # a value of the wrong kind or out of range
+        raise ValueError(f"{config_path}: {e}") from None
     report = load_state_dict_strict(model, read_state_dict(folder), source=folder)
     return model.to(map_location).eval(), report
 

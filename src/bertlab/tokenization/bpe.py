@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import regex
 
-from ..io import atomic_write_text
+from ..io import atomic_write_text, read_json, read_lines
 
 EOT = "<|endoftext|>"
 INF = float("inf")
@@ -106,12 +106,19 @@ class ByteLevelBPETokenizer:
 
     @classmethod
     def from_files(cls, vocab_file, merges_file) -> "ByteLevelBPETokenizer":
+        """Errors name the file: JSON that is not a {token: id} object, a merge whose pieces or
+        result the vocabulary lacks (encoding would fail on the first word that uses it)."""
+        vocab = read_vocab(vocab_file)
+        merges = read_merges(merges_file)
+        for number, (a, b) in enumerate(merges, 1):
+            missing = next((p for p in (a, b, a + b) if p not in vocab), None)
+            if missing is not None:
+                raise ValueError(f"{merges_file}: merge {number} ({a} {b}) needs {missing!r}, which "
+                                 f"{vocab_file} lacks; the two files are not one tokenizer's")
         try:
-            with open(vocab_file, encoding="utf-8") as f:
-                vocab = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{vocab_file}: not valid JSON ({e})") from None
-        return cls(vocab, read_merges(merges_file))
+            return cls(vocab, merges)
+        except ValueError as e:
+            raise ValueError(f"{vocab_file}: {e}") from None
 
     @classmethod
     def from_folder(cls, folder) -> "ByteLevelBPETokenizer":
@@ -161,16 +168,25 @@ def apply_merges(parts: list[str], ranks: dict[tuple[str, str], int]) -> list[st
     return parts
 
 
+def read_vocab(path) -> dict[str, int]:
+    """vocab.json: {token: id} with whole, non-negative ids, each once."""
+    vocab = read_json(path)
+    bad = next((t for t, i in vocab.items() if isinstance(i, bool) or not isinstance(i, int) or i < 0), None)
+    if bad is not None:
+        raise ValueError(f"{path}: token {bad!r} has id {vocab[bad]!r}; ids must be whole numbers from 0")
+    if len(set(vocab.values())) != len(vocab):
+        raise ValueError(f"{path}: two tokens share an id")
+    return vocab
+
+
 def read_merges(path) -> list[tuple[str, str]]:
     """merges.txt: an optional '#version' line, then 'left right' per line, best first."""
     merges = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            if not line or (number == 1 and line.startswith("#version")):
-                continue
-            parts = line.split(" ")
-            if len(parts) != 2:
-                raise ValueError(f"{path}:{number}: expected two symbols separated by one space, got {line!r}")
-            merges.append((parts[0], parts[1]))
+    for number, line in enumerate(read_lines(path, allow_empty_file=True), 1):
+        if not line or (number == 1 and line.startswith("#version")):
+            continue
+        parts = line.split(" ")
+        if len(parts) != 2:
+            raise ValueError(f"{path}:{number}: expected two symbols separated by one space, got {line!r}")
+        merges.append((parts[0], parts[1]))
     return merges

@@ -31,14 +31,24 @@ class CharTokenizer:
         return [self.index.get(c, 0) for c in text]
 
     def decode(self, ids) -> str:
-        return "".join(self.chars[int(i)] for i in ids)
+        try:
+            return "".join(self.chars[int(i)] for i in ids)
+        except IndexError:
+            bad = next(i for i in ids if not 0 <= int(i) < len(self.chars))
+            raise ValueError(f"token id {bad} is not in the vocabulary of {len(self.chars)}") from None
 
     def save(self, folder):
         atomic_write_text(os.path.join(folder, "chars.json"), json.dumps(self.chars, ensure_ascii=False) + "\n")
 
     @classmethod
     def from_folder(cls, folder) -> "CharTokenizer":
-        return cls(read_json(os.path.join(folder, "chars.json"), expect=list))
+        """chars.json as save() writes it; any other list would shift every id the model learned."""
+        path = os.path.join(folder, "chars.json")
+        chars = read_json(path, expect=list)
+        if any(not isinstance(c, str) or len(c) != 1 for c in chars) or cls(chars).chars != chars:
+            raise ValueError(f"{path}: not a character list as gpt-train writes it ({UNK!r} first, then single "
+                             "characters in sorted order, each once)")
+        return cls(chars)
 
 
 def load_gpt_tokenizer(folder):

@@ -26,7 +26,7 @@ import re
 
 from ..io import atomic_write_text
 from .basic import char_classes
-from .bpe import apply_merges, learned_model, read_merges
+from .bpe import apply_merges, learned_model, read_merges, read_vocab
 
 SPACE = "\u2581"  # "▁", SentencePiece's visible space
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
@@ -119,19 +119,18 @@ class SubwordTokenizer:
     @classmethod
     def load(cls, folder) -> "SubwordTokenizer":
         path = os.path.join(folder, "vocab.json")
-        try:
-            with open(path, encoding="utf-8") as f:
-                vocab = json.load(f)
-        except FileNotFoundError:
+        if not os.path.exists(path):
             raise ValueError(f"{folder}: no vocab.json (a subword vocabulary folder holds vocab.json "
-                             "and merges.txt)") from None
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
+                             "and merges.txt)")
+        vocab = read_vocab(path)
         merges = read_merges(os.path.join(folder, "merges.txt"))
         unknown = next((m for m in merges if m[0] not in vocab or m[1] not in vocab), None)
         if unknown:
             raise ValueError(f"{folder}/merges.txt: merge {' '.join(unknown)!r} uses a piece not in vocab.json")
-        return cls(vocab, merges)
+        try:
+            return cls(vocab, merges)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
 
     @classmethod
     def train(cls, texts, vocab_size: int = 8000, min_frequency: int = 2) -> "SubwordTokenizer":
