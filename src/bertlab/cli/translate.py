@@ -9,10 +9,15 @@ EXAMPLE = """examples:
   bertlab translate --model runs/en-de/model test.en --nbest 4      # LINE<TAB>SCORE<TAB>TRANSLATION
 
 With --nbest K, each input line gets K output lines: its line number (from 1), the hypothesis score
-(log-probability / length^length-penalty) and the translation, tab-separated, best first."""
+(log-probability / length^length-penalty) and the translation, tab-separated, best first.
+
+A blank input line gives a blank translation (score nan). A line longer than the model's positions
+(max_position_embeddings - 1 subword tokens) is cut to fit and translated; how many lines were cut,
+and which, is said on stderr."""
 
 
 def add_parser(subparsers):
+    from .args import nonnegative_float, nonnegative_int, positive_int
     p = subparsers.add_parser(
         "translate", help="translate text with a model from translate-train",
         description="Translate each line of FILE (or standard input) with beam search (greedy with --beam 1), "
@@ -20,14 +25,16 @@ def add_parser(subparsers):
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", nargs="?", default="-", metavar="FILE", help="UTF-8 text, one sentence per line (default stdin)")
     p.add_argument("--model", required=True, metavar="DIR", help="the OUT/model folder of translate-train")
-    p.add_argument("--beam", type=int, default=4, help="beam size; 1 is greedy decoding (4, as the paper)")
-    p.add_argument("--length-penalty", type=float, default=1.0,
+    p.add_argument("--beam", type=positive_int, default=4, help="beam size; 1 is greedy decoding (4, as the paper)")
+    p.add_argument("--length-penalty", type=nonnegative_float, default=1.0,
                    help="rank hypotheses by log-prob / length^this (1.0: per-token mean; 0: plain sum)")
-    p.add_argument("--max-len", type=int, help="at most this many target tokens per sentence")
-    p.add_argument("--max-len-a", type=float, default=2.0, help="... and at most a * source tokens + b (a = 2)")
-    p.add_argument("--max-len-b", type=int, default=10, help="(b = 10)")
-    p.add_argument("--batch-size", type=int, default=32, help="sentences decoded together (32)")
-    p.add_argument("--nbest", type=int, default=1, help="print the K best hypotheses with scores (needs --beam >= K)")
+    p.add_argument("--max-len", type=positive_int, help="at most this many target tokens per sentence")
+    p.add_argument("--max-len-a", type=nonnegative_float, default=2.0,
+                   help="... and at most a * source tokens + b (a = 2)")
+    p.add_argument("--max-len-b", type=nonnegative_int, default=10, help="(b = 10)")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="sentences decoded together (32)")
+    p.add_argument("--nbest", type=positive_int, default=1,
+                   help="print the K best hypotheses with scores (needs --beam >= K)")
     p.add_argument("--ref", metavar="FILE", help="reference translations: print sacreBLEU BLEU and chrF to stderr")
     p.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
     p.set_defaults(run=run)
@@ -37,19 +44,20 @@ def run(args):
     import torch
 
     from ..device import pick_device
-    from ..inference.translate import translate_ids
+    from ..inference.translate import max_source_tokens, translate_ids
     from ..interop.translation_folder import bleu_tokenize, load_translation_model
     from ..io import read_lines
-    if args.beam < 1 or not 1 <= args.nbest <= args.beam:
-        raise ValueError(f"need --beam >= 1 and 1 <= --nbest <= --beam (got beam {args.beam}, nbest {args.nbest})")
+    if args.nbest > args.beam:
+        raise ValueError(f"--nbest {args.nbest} needs --beam {args.nbest} or more (got --beam {args.beam})")
     model, source, target, settings = load_translation_model(args.model, pick_device(args.device))
     lines = read_lines(args.file, allow_empty_file=True)
     refs = read_lines(args.ref, allow_empty_file=True) if args.ref else None
     if refs is not None and len(refs) != len(lines):
         raise ValueError(f"{args.ref} has {len(refs)} lines, the input {len(lines)}")
+    sources = _fit(args.file, [source.encode(line) for line in lines], max_source_tokens(model.config))
     with torch.inference_mode():
-        results = translate_ids(model, [source.encode(line) for line in lines], args.beam, args.nbest,
-                                args.length_penalty, args.batch_size, args.max_len, args.max_len_a, args.max_len_b)
+        results = translate_ids(model, sources, args.beam, args.nbest, args.length_penalty, args.batch_size,
+                                args.max_len, args.max_len_a, args.max_len_b)
     best = []
     for number, hyps in enumerate(results, 1):
         texts = [target.decode(h.tokens) for h in hyps]
@@ -66,6 +74,16 @@ def run(args):
         chrf = sacrebleu.corpus_chrf(best, [refs])
         print(f"{bleu}\n{chrf}", file=sys.stderr)
     return 0
+
+
+def _fit(name, sources: list[list[int]], longest: int) -> list[list[int]]:
+    """Sources cut to the model's positions, saying on stderr which lines were cut."""
+    cut = [number for number, ids in enumerate(sources, 1) if len(ids) > longest]
+    if cut:
+        shown = ", ".join(map(str, cut[:10])) + (" ..." if len(cut) > 10 else "")
+        print(f"bertlab translate: {'stdin' if name == '-' else name}: {len(cut)} line(s) longer than the model's "
+              f"{longest} source tokens were cut to fit: line {shown}", file=sys.stderr)
+    return [ids[:longest] for ids in sources]
 
 
 def _score(score: float) -> str:

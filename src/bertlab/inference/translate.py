@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import validate
+
 
 @dataclass(frozen=True)
 class Hypothesis:
@@ -161,15 +163,34 @@ def _finish(finished, alive, tokens, top_scores, top_beam, is_eos, k, step, leng
         finished[b].append(Hypothesis(prefix, score / length ** length_penalty, score))
 
 
+def max_source_tokens(config) -> int:
+    """The longest source (in tokens, without its EOS) the model's positions hold."""
+    return config.max_position_embeddings - 1
+
+
 def translate_ids(model, source_ids: list[list[int]], beam_size=1, nbest=1, length_penalty=1.0, batch_size=32,
                   max_len=None, max_len_a=2.0, max_len_b=10) -> list[list[Hypothesis]]:
     """Hypotheses for many sources (id lists without EOS), in input order. Sources are sorted by
     length into batches of `batch_size` so that little is padded. Beam size 1 is greedy decoding,
-    whose hypotheses carry no scores (NaN)."""
+    whose hypotheses carry no scores (NaN). An empty source (a blank line) gets `nbest` empty
+    hypotheses without decoding: the model would invent a sentence for it. A source longer than
+    `max_source_tokens` is an error; the caller decides whether to cut it."""
+    validate.positive_int("beam_size", beam_size)
+    validate.check_number("nbest", nbest, integer=True, minimum=1, maximum=beam_size)
+    validate.check_number("length_penalty", length_penalty)
+    validate.positive_int("batch_size", batch_size)
+    validate.positive_int("max_len", max_len, optional=True)
+    validate.nonnegative_float("max_len_a", max_len_a)
+    validate.nonnegative_int("max_len_b", max_len_b)
     c = model.config
+    longest = max_source_tokens(c)
+    too_long = next((i for i, ids in enumerate(source_ids) if len(ids) > longest), None)
+    if too_long is not None:
+        raise ValueError(f"source {too_long} has {len(source_ids[too_long])} tokens, more than the model's "
+                         f"{longest} (max_position_embeddings {c.max_position_embeddings}, one for EOS)")
     device = next(model.parameters()).device
-    order = sorted(range(len(source_ids)), key=lambda i: len(source_ids[i]))
-    results = [None] * len(source_ids)
+    results = [[Hypothesis([], math.nan, math.nan)] * nbest for _ in source_ids]
+    order = sorted((i for i in range(len(source_ids)) if source_ids[i]), key=lambda i: len(source_ids[i]))
     for start in range(0, len(order), batch_size):
         rows = order[start:start + batch_size]
         src = torch.full((len(rows), max(len(source_ids[i]) for i in rows) + 1), c.pad_token_id, dtype=torch.long)

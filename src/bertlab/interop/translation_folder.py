@@ -43,13 +43,18 @@ def load_translation_model(folder, device="cpu"):
         if not os.path.exists(os.path.join(folder, name)):
             raise FileNotFoundError(f"{folder}: no {name} (a translation model folder is what "
                                     "`bertlab translate-train` writes to OUT/model)")
-    config = TransformerConfig.from_json_file(os.path.join(folder, "config.json"))
-    model = Seq2SeqTransformer(config)
-    missing, unexpected = model.load_state_dict(read_state_dict(folder), strict=False)
-    tied = {name for name in missing if _tied_to_a_loaded(model, name, missing)}
-    if set(missing) - tied or unexpected:
-        raise ValueError(f"{folder}/model.safetensors does not fit config.json: missing "
-                         f"{sorted(set(missing) - tied)}, unexpected {sorted(unexpected)}")
+    config_path = os.path.join(folder, "config.json")
+    try:
+        config = TransformerConfig.from_dict(read_json(config_path))
+        model = Seq2SeqTransformer(config)
+    except (TypeError, ValueError) as e:  # a value of the wrong kind or out of range
+        raise ValueError(f"{config_path}: {e}") from None
+    state = read_state_dict(folder)
+    problems = _misfits(model, state)
+    if problems:
+        more = f"; ... and {len(problems) - 5} more" if len(problems) > 5 else ""
+        raise ValueError(f"{folder}/model.safetensors does not fit config.json: " + "; ".join(problems[:5]) + more)
+    model.load_state_dict(state, strict=False)
     source, target = (SubwordTokenizer.load(os.path.join(folder, side)) for side in ("source_tokenizer",
                                                                                       "target_tokenizer"))
     for side, tokenizer, size in (("source", source, config.source_vocab_size),
@@ -61,6 +66,17 @@ def load_translation_model(folder, device="cpu"):
     if os.path.exists(path):
         settings = read_json(path)
     return model.to(device).eval(), source, target, settings
+
+
+def _misfits(model, state: dict) -> list[str]:
+    """What keeps `state` from loading into `model`: tensors of the wrong shape, missing ones (a tied
+    tensor is stored once, under its first name) and unexpected ones."""
+    expected = model.state_dict()
+    problems = [f"{n} has shape {tuple(t.shape)}, config.json needs {tuple(expected[n].shape)}"
+                for n, t in state.items() if n in expected and t.shape != expected[n].shape]
+    missing = [n for n in expected if n not in state]
+    problems += [f"missing {n}" for n in missing if not _tied_to_a_loaded(model, n, missing)]
+    return problems + [f"unexpected {n}" for n in state if n not in expected]
 
 
 def _tied_to_a_loaded(model, name, missing) -> bool:
