@@ -3,6 +3,8 @@ import argparse
 import os
 import sys
 
+from .args import fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
+
 EXAMPLE = """examples:
   bertlab pretrain --data shards128 --eval-data heldout128 --out runs/small --preset small --max-minutes 60
   bertlab pretrain --data shards128 --data-512 shards512 --phase2-fraction 0.1 --out runs/two-phase
@@ -25,8 +27,8 @@ def add_parser(subparsers):
     g = p.add_argument_group("data")
     g.add_argument("--data", required=True, metavar="DIR", help="shard folder of the main phase (e.g. 128 tokens)")
     g.add_argument("--data-512", metavar="DIR", help="shard folder of the last phase (512 tokens)")
-    g.add_argument("--phase2-fraction", metavar="F", type=float, default=0.1,
-                   help="share of --max-steps read from --data-512 (default 0.1)")
+    g.add_argument("--phase2-fraction", metavar="F", type=fraction, default=0.1,
+                   help="share of --max-steps read from --data-512, in [0, 1) (default 0.1)")
     g.add_argument("--eval-data", metavar="DIR", help="shard folder built from held-out documents")
     g.add_argument("--out", required=True, metavar="DIR", help="run folder (created; reused by --resume)")
     g = p.add_argument_group("model (one of)")
@@ -39,26 +41,35 @@ def add_parser(subparsers):
     g = p.add_argument_group("optimisation")
     g.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw",
                    help="adamw (BERT's: weight decay 0.01 except LayerNorm/bias, eps 1e-6; default) or lamb")
-    g.add_argument("--lr", type=float, default=1e-4, help="peak learning rate (1e-4)")
-    g.add_argument("--warmup", metavar="N", type=int, help="linear warmup steps (default 1%% of --max-steps, as BERT's 10k of 1M)")
-    g.add_argument("--weight-decay", metavar="W", type=float, default=0.01, help="(0.01; never LayerNorm or biases)")
-    g.add_argument("--batch-size", metavar="N", type=int, default=32, help="instances per micro-batch per process (32)")
-    g.add_argument("--phase2-batch-size", metavar="N", type=int, help="the same for --data-512 (default --batch-size)")
-    g.add_argument("--grad-accum", metavar="K", type=int, default=1, help="micro-batches per optimizer step (1)")
-    g.add_argument("--grad-clip", metavar="NORM", type=float, default=1.0, help="global gradient-norm clip (1.0; 0 = off)")
-    g.add_argument("--max-steps", metavar="N", type=int, default=1000, help="optimizer steps; the decay ends here (1000)")
-    g.add_argument("--max-minutes", metavar="M", type=float, help="stop (saving a resumable checkpoint) after this much time")
+    g.add_argument("--lr", type=positive_float, default=1e-4, help="peak learning rate (1e-4)")
+    g.add_argument("--warmup", metavar="N", type=nonnegative_int,
+                   help="linear warmup steps (default 1%% of --max-steps, as BERT's 10k of 1M)")
+    g.add_argument("--weight-decay", metavar="W", type=nonnegative_float, default=0.01,
+                   help="(0.01; never LayerNorm or biases)")
+    g.add_argument("--batch-size", metavar="N", type=positive_int, default=32,
+                   help="instances per micro-batch per process (32)")
+    g.add_argument("--phase2-batch-size", metavar="N", type=positive_int,
+                   help="the same for --data-512 (default --batch-size)")
+    g.add_argument("--grad-accum", metavar="K", type=positive_int, default=1, help="micro-batches per optimizer step (1)")
+    g.add_argument("--grad-clip", metavar="NORM", type=nonnegative_float, default=1.0,
+                   help="global gradient-norm clip (1.0; 0 = off)")
+    g.add_argument("--max-steps", metavar="N", type=positive_int, default=1000,
+                   help="optimizer steps; the decay ends here (1000)")
+    g.add_argument("--max-minutes", metavar="M", type=positive_float,
+                   help="stop (saving a resumable checkpoint) after this much time")
     g.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                    help="fp32 (default), bf16 autocast, or fp16 autocast with loss scaling (GPU only)")
     g.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
-    g.add_argument("--seed", metavar="N", type=int, default=0)
+    g.add_argument("--seed", metavar="N", type=nonnegative_int, default=0)
     g = p.add_argument_group("run")
-    g.add_argument("--eval-every", metavar="N", type=int, default=500, help="steps between held-out evaluations (500)")
-    g.add_argument("--eval-instances", metavar="N", type=int, help="held-out instances per evaluation (default all)")
-    g.add_argument("--save-every", metavar="N", type=int, default=500, help="steps between checkpoints (500)")
+    g.add_argument("--eval-every", metavar="N", type=positive_int, default=500,
+                   help="steps between held-out evaluations (500)")
+    g.add_argument("--eval-instances", metavar="N", type=positive_int, help="held-out instances per evaluation (default all)")
+    g.add_argument("--save-every", metavar="N", type=positive_int, default=500, help="steps between checkpoints (500)")
     g.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     g.add_argument("--overwrite", action="store_true",
                    help="start afresh in an OUT that holds a checkpoint (its checkpoint and log are replaced)")
+    g.add_argument("--quiet", action="store_true", help="no progress on stderr (evaluations and the summary still)")
     p.set_defaults(run=run)
 
 
@@ -66,25 +77,19 @@ def model_config(args):
     """The model: a preset sized to the data's vocabulary, a config file, or an existing model's."""
     from ..interop.pretrained import read_config, resolve
     from ..models import BertConfig
-    from ..pretraining.shards import PretrainingData
-    from ..pretraining.trainer import preset_config
+    from ..pretraining.trainer import open_shards, preset_config
     if args.init_from:
         return read_config(resolve(args.init_from))
     if args.config:
         if not os.path.exists(args.config):
             raise FileNotFoundError(f"--config {args.config}: no such file")
         return BertConfig.from_json_file(args.config)
-    if not os.path.isdir(args.data):
-        raise FileNotFoundError(f"--data {args.data}: no such folder")
-    return preset_config(args.preset or "small", PretrainingData(args.data).meta["vocab_size"])
+    return preset_config(args.preset or "small", open_shards(args.data, "--data").meta["vocab_size"])
 
 
 def run(args):
     from ..interop.pretrained import resolve
     from ..pretraining.trainer import PretrainSettings, train_pretraining
-    for name in ("batch_size", "grad_accum", "max_steps", "eval_every", "save_every"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
     from ..training.checkpoint import check_resume
     check_resume(args.out, args.resume, args.overwrite)
     settings = PretrainSettings(
@@ -96,7 +101,7 @@ def run(args):
         weight_decay=args.weight_decay, grad_clip=args.grad_clip, max_steps=args.max_steps,
         max_minutes=args.max_minutes, eval_every=args.eval_every, eval_instances=args.eval_instances,
         save_every=args.save_every, seed=args.seed, device=args.device, precision=args.precision,
-        resume=args.resume, progress=sys.stderr.isatty() or None)
+        resume=args.resume, progress=not args.quiet)
     summary = train_pretraining(settings)
     if summary["world_size"] == 1 or int(os.environ.get("RANK", "0")) == 0:
         report(args, summary)

@@ -16,8 +16,6 @@ Two ways to draw:
 * ``make_mask_fn``: dynamic masking (RoBERTa) at training time with a numpy ``Generator``, a fresh
   mask every time a batch is read; the ``mask_fn`` of ``PretrainingData.batch``.
 """
-import os
-
 import numpy as np
 
 from ..tokenization import CLS, MASK, PAD, SEP, Vocab, is_chinese_char
@@ -176,6 +174,6 @@ def mask_fn_for(data, seed: int = 0):
     """The ``mask_fn`` a folder of dynamically masked instances was made for: its vocab.txt and
     the masked_lm_prob / whole-word setting recorded in its meta.json."""
     settings = data.meta.get("settings", {})
-    return make_mask_fn(Vocab.load(os.path.join(data.folder, "vocab.txt")),
+    return make_mask_fn(data.vocab,
                         settings.get("masked_lm_prob", 0.15), data.meta["max_predictions_per_seq"],
                         settings.get("do_whole_word_mask", False), seed)

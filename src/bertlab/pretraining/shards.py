@@ -22,9 +22,9 @@ renamed into place, meta.json last: a folder with a meta.json is complete.
 """
 import json
 import os
+from functools import cached_property
 
 import numpy as np
-import torch
 
 STATIC_FIELDS = ("input_ids", "segment_ids", "lengths", "next_sentence_labels")
 MASK_FIELDS = ("masked_lm_positions", "masked_lm_ids", "masked_lm_counts")
@@ -110,20 +110,52 @@ def write_meta(folder, shards: list[dict], *, max_seq_length: int, max_predictio
 
 class PretrainingData:
     """All shards of a folder as one indexable set of instances (memory-mapped: only the rows a
-    batch reads are paged in). `batch(indices)` returns the model's tensors."""
+    batch reads are paged in). `batch(indices)` returns the model's tensors.
+
+    Opening checks what a run would otherwise trip over later, each error naming the file: a
+    missing or garbled meta.json, a shard that is missing, truncated or of other dimensions than
+    meta.json says; `vocab` checks vocab.txt against meta.json's vocab_size."""
 
     def __init__(self, folder):
         path = os.path.join(folder, "meta.json")
         if not os.path.exists(path):
             raise FileNotFoundError(f"{folder}: no meta.json; not a (finished) create-pretraining-data output")
-        with open(path, encoding="utf-8") as f:
-            self.meta = json.load(f)
+        from ..io import read_json
+        self.meta = _checked_meta(read_json(path), path)
         self.folder = folder
         self.dynamic = self.meta["dynamic_masking"]
         fields = STATIC_FIELDS + (() if self.dynamic else MASK_FIELDS)
-        self.shards = [{f: np.load(os.path.join(folder, f"{s['name']}.{f}.npy"), mmap_mode="r") for f in fields}
-                       for s in self.meta["shards"]]
+        self.shards = [{f: self._open(s, f) for f in fields} for s in self.meta["shards"]]
         self.offsets = np.cumsum([0] + [s["instances"] for s in self.meta["shards"]])
+
+    def _open(self, shard: dict, field: str) -> np.ndarray:
+        path = os.path.join(self.folder, f"{shard['name']}.{field}.npy")
+        with open(path, "rb") as f:  # a missing shard: FileNotFoundError names it
+            magic = f.read(6)
+        if magic != b"\x93NUMPY":
+            raise ValueError(f"{path}: not a .npy file (corrupt or empty)")
+        try:
+            array = np.load(path, mmap_mode="r")
+        except (ValueError, EOFError) as e:
+            raise ValueError(f"{path}: not a readable .npy shard, truncated or corrupt ({e})") from None
+        width = {"input_ids": self.meta["max_seq_length"], "segment_ids": self.meta["max_seq_length"],
+                 "masked_lm_positions": self.meta["max_predictions_per_seq"],
+                 "masked_lm_ids": self.meta["max_predictions_per_seq"]}.get(field)
+        expected = (shard["instances"],) + ((width,) if width else ())
+        if array.shape != expected:
+            raise ValueError(f"{path}: holds an array of shape {array.shape}, but meta.json says {expected}")
+        return array
+
+    @cached_property
+    def vocab(self):
+        """The folder's vocab.txt, which must have meta.json's vocab_size tokens."""
+        from ..tokenization import Vocab
+        path = os.path.join(self.folder, "vocab.txt")
+        vocab = Vocab.load(path)
+        if len(vocab) != self.meta["vocab_size"]:
+            raise ValueError(f"{path}: has {len(vocab)} tokens, but meta.json says the instances use a "
+                             f"{self.meta['vocab_size']}-token vocabulary")
+        return vocab
 
     def __len__(self):
         return int(self.offsets[-1])
@@ -142,13 +174,17 @@ class PretrainingData:
                 out[f][here] = array[local]
         return out
 
-    def batch(self, indices, mask_fn=None) -> dict[str, torch.Tensor]:
+    def batch(self, indices, mask_fn=None) -> dict:
         """input_ids, token_type_ids, attention_mask, masked_lm_positions, masked_lm_ids,
         masked_lm_weights, next_sentence_labels, cut to the batch's longest instance.
 
         With dynamic masking `mask_fn(input_ids, lengths) -> (input_ids, positions, ids, counts)`
         (numpy, one fresh draw) masks the original tokens first."""
+        import torch
         r = self.rows(indices)
+        if r["input_ids"].max(initial=0) >= self.meta["vocab_size"]:  # else an opaque index error in the model
+            raise ValueError(f"{self.folder}: instances hold token ids beyond its {self.meta['vocab_size']}-token "
+                             "vocabulary; the shards are corrupt")
         if self.dynamic:
             if mask_fn is None:
                 raise ValueError(f"{self.folder} holds unmasked instances (dynamic masking): pass mask_fn")
@@ -164,3 +200,21 @@ class PretrainingData:
                 "masked_lm_weights": torch.from_numpy(
                     (np.arange(P)[None, :] < r["masked_lm_counts"][:, None]).astype(np.float32)),
                 "next_sentence_labels": torch.from_numpy(r["next_sentence_labels"].astype(np.int64))}
+
+
+META_FIELDS = {"max_seq_length": int, "max_predictions_per_seq": int, "vocab_size": int, "dynamic_masking": bool,
+               "nsp": bool, "shards": list}
+
+
+def _checked_meta(meta: dict, path) -> dict:
+    """meta.json as written by write_meta, or a ValueError naming the file and what is wrong."""
+    wrong = [k for k, kind in META_FIELDS.items() if not isinstance(meta.get(k), kind)]
+    if not wrong:
+        wrong = [f"shards[{i}]" for i, s in enumerate(meta["shards"])
+                 if not (isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("instances"), int)
+                         and s["instances"] >= 0)]
+    if not wrong and not (meta["max_seq_length"] > 0 and meta["vocab_size"] > 0 and meta["shards"]):
+        wrong = ["max_seq_length, vocab_size or shards (empty or zero)"]
+    if wrong:
+        raise ValueError(f"{path}: not a create-pretraining-data meta.json (missing or wrong: {', '.join(wrong)})")
+    return meta

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
+from .. import progress, validate
 from ..device import autocast_dtype, pick_device
 from ..models import BertConfig, BertForPreTraining
 from ..training.checkpoint import restore_run, rng_states, save_checkpoint, set_rng_states
@@ -72,6 +72,22 @@ class PretrainSettings:
     resume: bool = False
     progress: bool = True
 
+    def __post_init__(self):
+        v = validate
+        optional = lambda check: lambda name, value: check(name, value, optional=True)  # noqa: E731
+        v.check_fields(self, {
+            "batch_size": v.positive_int, "grad_accum": v.positive_int, "max_steps": v.positive_int,
+            "eval_every": v.positive_int, "save_every": v.positive_int, "warmup": v.nonnegative_int,
+            "seed": v.nonnegative_int, "lr": v.nonnegative_float, "weight_decay": v.nonnegative_float,
+            "grad_clip": v.nonnegative_float, "phase2_fraction": v.fraction,
+            "phase2_batch_size": optional(v.positive_int), "eval_instances": optional(v.positive_int),
+            # lr 0 and a budget of 0 minutes (one step) are a frozen run and a smoke test, not mistakes
+            "max_minutes": optional(v.nonnegative_float)})
+        if self.phase2_fraction == 1:  # phase 1 would get no steps: train on --data-512 alone instead
+            raise ValueError("phase2_fraction 1.0: must be less than 1 (the share of steps read from data_512)")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; choose one of {OPTIMIZERS}")
+
 
 def make_optimizer(model, name: str, lr: float, weight_decay: float):
     """BERT's AdamW (eps 1e-6, betas 0.9/0.999) or LAMB, neither decaying LayerNorm or biases."""
@@ -82,11 +98,20 @@ def make_optimizer(model, name: str, lr: float, weight_decay: float):
     raise ValueError(f"unknown optimizer {name!r}; choose one of {OPTIMIZERS}")
 
 
-def open_data(folder, config: BertConfig, what: str) -> PretrainingData:
-    """The shard folder, checked against the model: same vocabulary size, positions enough."""
+def open_shards(folder, what: str) -> PretrainingData:
+    """The shard folder given as `what` (a flag), its files checked; vocab.txt now, not after training."""
     if not os.path.isdir(folder):
+        if os.path.exists(folder):
+            raise NotADirectoryError(f"{what} {folder}: is a file; give the folder create-pretraining-data wrote")
         raise FileNotFoundError(f"{what} {folder}: no such folder")
     data = PretrainingData(folder)
+    data.vocab  # noqa: B018
+    return data
+
+
+def open_data(folder, config: BertConfig, what: str) -> PretrainingData:
+    """The shard folder, checked against the model: same vocabulary size, positions enough."""
+    data = open_shards(folder, what)
     meta = data.meta
     if meta["vocab_size"] != config.vocab_size:
         raise ValueError(f"{what} {folder}: its instances use a {meta['vocab_size']}-token vocabulary but the "
@@ -102,8 +127,7 @@ class DynamicMasks:
     seeded by the batch's data position so that a resumed run draws the masks it would have drawn."""
 
     def __init__(self, data: PretrainingData):
-        from ..tokenization import Vocab
-        self.vocab = Vocab.load(os.path.join(data.folder, "vocab.txt"))  # once, not per batch
+        self.vocab = data.vocab
         settings = data.meta.get("settings", {})
         self.prob, self.whole_word = settings.get("masked_lm_prob", 0.15), settings.get("do_whole_word_mask", False)
         self.max_predictions = data.meta["max_predictions_per_seq"]
@@ -152,8 +176,6 @@ class _Run:
     """The state of one pretraining run, so the loop below reads as the algorithm."""
 
     def __init__(self, s: PretrainSettings):
-        if s.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {s.optimizer!r}; choose one of {OPTIMIZERS}")
         self.s = s
         device = pick_device(s.device)
         self.dtype = autocast_dtype(s.precision, device)  # fp16 on a CPU fails here, before any work
@@ -189,10 +211,8 @@ class _Run:
     def _phases(self) -> list[Phase]:
         s = self.s
         first = open_data(s.data, s.model, "--data")
-        if not s.data_512:
+        if not s.data_512 or s.phase2_fraction == 0:
             return [Phase(1, first, 0, s.max_steps, s.batch_size, s.seed, self.info, self.device)]
-        if not 0 < s.phase2_fraction <= 1:
-            raise ValueError(f"--phase2-fraction {s.phase2_fraction} is not in (0, 1]")
         second = open_data(s.data_512, s.model, "--data-512")
         _check_same_vocab(first, second)
         switch = s.max_steps - max(1, round(s.max_steps * s.phase2_fraction))
@@ -250,10 +270,7 @@ class _Run:
 
 
 def _check_same_vocab(a: PretrainingData, b: PretrainingData):
-    def read(data):
-        with open(os.path.join(data.folder, "vocab.txt"), encoding="utf-8") as f:
-            return f.read()
-    if read(a) != read(b):
+    if a.vocab.id_to_token != b.vocab.id_to_token:
         raise ValueError(f"{a.folder} and {b.folder} were made with different vocabularies (vocab.txt differs)")
 
 
@@ -275,8 +292,8 @@ def train_pretraining(s: PretrainSettings) -> dict:
     OUT/summary.json; returns the summary with the model under "model"."""
     run = _Run(s)
     info, start = run.info, time.time()
-    bar = tqdm(total=s.max_steps, initial=run.step, unit="step", disable=not (info.is_main and s.progress),
-               dynamic_ncols=True)
+    bar = progress.progress_bar(total=s.max_steps, initial=run.step, unit="step", desc="pretrain",
+                                enabled=info.is_main and s.progress)
     autocast, stopped_early, tokens, last = autocast_context(run.device, run.dtype), False, 0.0, {}
     run.net.train()
     while run.step < s.max_steps:
@@ -297,7 +314,7 @@ def train_pretraining(s: PretrainSettings) -> dict:
         if run.eval_data is not None and run.step % s.eval_every == 0:
             metrics = run.evaluate()
             if info.is_main:
-                bar.write(f"step {run.step}: {_describe(metrics)}")
+                progress.write(f"step {run.step}: {_describe(metrics)}")
         if run.step % s.save_every == 0:
             run.save()
         if s.max_minutes is not None and all_agree(elapsed > s.max_minutes * 60, info):
@@ -336,8 +353,8 @@ def _tokenizer(data: PretrainingData):
     """The tokenizer the data was made with: its vocab.txt and the casing it recorded (or that the
     vocabulary implies), saved beside the model so the folder is complete."""
     from ..interop.pretrained import checkpoint_casing
-    from ..tokenization import BertTokenizer, Vocab
-    vocab = Vocab.load(os.path.join(data.folder, "vocab.txt"))
+    from ..tokenization import BertTokenizer
+    vocab = data.vocab
     lower = data.meta.get("settings", {}).get("do_lower_case")
     if lower is None:
         lower = checkpoint_casing(data.folder, vocab)[0]
