@@ -9,14 +9,13 @@ output is the same for any number of workers.
 import json
 import os
 import shutil
-import sys
 from collections import Counter, deque
 
-from ..io import atomic_write_text
-from ..pretraining.instances import (InstanceOptions, Vocabulary, array_rows, chunk_rng, create_training_instances,
-                                     instances_to_arrays, read_documents, tokenize_documents)
-from ..pretraining.shards import ShardWriter, write_meta
+from .. import progress
+from ..io import atomic_write_text, make_folder
 from ..tokenization import BertTokenizer, Vocab
+from ..tokenization.bert_tokenizer import tokenizer_config
+from .args import fraction, nonnegative_int, positive_int
 
 
 def add_parser(subparsers):
@@ -40,13 +39,14 @@ def add_parser(subparsers):
     p.add_argument("--mode", choices=("nsp", "full-sentences"), default="nsp",
                    help="nsp: sentence pairs with next-sentence labels (BERT); full-sentences: RoBERTa's "
                         "packing of whole sentences across documents, masked LM only (default nsp)")
-    p.add_argument("--max-seq-length", type=int, default=128)
-    p.add_argument("--max-predictions-per-seq", type=int, default=20)
-    p.add_argument("--masked-lm-prob", type=float, default=0.15)
-    p.add_argument("--short-seq-prob", type=float, default=0.1, help="nsp mode only")
-    p.add_argument("--dupe-factor", type=int, default=None,
+    p.add_argument("--max-seq-length", type=positive_int, default=128,
+                   help="pieces per instance, [CLS] and [SEP] included (default 128; at least 5, 3 for full-sentences)")
+    p.add_argument("--max-predictions-per-seq", type=positive_int, default=20, help="1 to 255 (default 20)")
+    p.add_argument("--masked-lm-prob", type=fraction, default=0.15, help="more than 0, at most 1 (default 0.15)")
+    p.add_argument("--short-seq-prob", type=fraction, default=0.1, help="nsp mode only (default 0.1)")
+    p.add_argument("--dupe-factor", type=positive_int, default=None,
                    help="times each document is used, with different masks (default 10; 1 with --dynamic-masking)")
-    p.add_argument("--random-seed", type=int, default=12345)
+    p.add_argument("--random-seed", type=nonnegative_int, default=12345)
     p.add_argument("--do-whole-word-mask", action="store_true",
                    help="mask all pieces of a word together (a word = a piece and the ## pieces after it)")
     chinese = p.add_mutually_exclusive_group()
@@ -59,27 +59,27 @@ def add_parser(subparsers):
                               "'bertlab[chinese]')")
     p.add_argument("--dynamic-masking", action="store_true",
                    help="store unmasked instances; training draws a fresh mask every time (RoBERTa)")
-    p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                   else os.cpu_count(), help="worker processes (default: the CPUs available)")
-    p.add_argument("--chunk-docs", type=int, default=2000,
+    p.add_argument("--workers", type=positive_int, default=len(os.sched_getaffinity(0))
+                   if hasattr(os, "sched_getaffinity") else os.cpu_count(), help="worker processes (default: the CPUs available)")
+    p.add_argument("--chunk-docs", type=positive_int, default=2000,
                    help="documents per chunk: random next sentences come from the same chunk; memory per "
                         "worker grows with it (default 2000)")
-    p.add_argument("--shard-size", type=int, default=50_000, help="instances per shard (default 50000)")
+    p.add_argument("--shard-size", type=positive_int, default=50_000, help="instances per shard (default 50000)")
     p.add_argument("--encoding-errors", choices=("strict", "replace"), default="strict",
                    help="non-UTF-8 bytes: an error naming file, line and offset (strict), or U+FFFD, counted")
     p.add_argument("--overwrite", action="store_true", help="replace pretraining data already in OUT_DIR")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(run=run)
 
 
 def load_vocab_tokenizer(path, do_lower_case=None) -> BertTokenizer:
     """The tokenizer of a vocab.txt (or a folder with one); casing from tokenizer_config.json beside
     it unless given, and a given casing that contradicts that file is an error."""
-    from ..interop.pretrained import tokenizer_settings
     folder, vocab_file = (path, os.path.join(path, "vocab.txt")) if os.path.isdir(path) \
         else (os.path.dirname(path) or ".", path)
     if not os.path.exists(vocab_file):
         raise FileNotFoundError(f"{vocab_file}: no such vocabulary file")
-    settings = tokenizer_settings(folder)
+    settings = tokenizer_config(folder)
     saved = settings.get("do_lower_case")
     if do_lower_case is not None and saved is not None and do_lower_case != saved:
         raise ValueError(f"{folder}/tokenizer_config.json says do_lower_case={saved}, but "
@@ -89,8 +89,10 @@ def load_vocab_tokenizer(path, do_lower_case=None) -> BertTokenizer:
 
 
 def run(args):
+    from ..pretraining.instances import InstanceOptions, Vocabulary, check_text_files
     tokenizer = load_vocab_tokenizer(args.vocab, args.do_lower_case)
     Vocabulary.of(tokenizer.vocab)  # a vocab without [CLS]/[SEP]/[MASK] fails here, named
+    tokenizer.unk_token_id  # noqa: B018 (and one without [UNK] too, not in a worker at the first unknown word)
     chinese = "ref" if args.chinese_ref else "jieba" if args.jieba else None
     if chinese and args.dynamic_masking:
         raise ValueError("Chinese whole-word masking needs static masking: the shards do not store word "
@@ -101,31 +103,29 @@ def run(args):
     options = InstanceOptions(args.max_seq_length, args.max_predictions_per_seq, args.masked_lm_prob,
                               args.short_seq_prob, args.dupe_factor or (1 if args.dynamic_masking else 10),
                               args.do_whole_word_mask or chinese is not None, args.mode, args.dynamic_masking)
-    for path in args.files + (args.chinese_ref or []):
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{path}: no such file")
-    if args.workers < 1 or args.chunk_docs < 1:
-        raise ValueError("--workers and --chunk-docs must be at least 1")
+    check_text_files(args.files + (args.chinese_ref or []))
     _prepare_output(args.output_dir, args.overwrite)
     counts = create_pretraining_data(args.files, args.output_dir, tokenizer, options, seed=args.random_seed,
                                      workers=args.workers, chunk_docs=args.chunk_docs, shard_size=args.shard_size,
                                      encoding_errors=args.encoding_errors, chinese_ref=args.chinese_ref,
-                                     chinese_words=chinese)
+                                     chinese_words=chinese, progress_bar=not args.quiet)
     print(report(counts, args.output_dir))
 
 
-def create_pretraining_data(files, folder, tokenizer: BertTokenizer, options: InstanceOptions, *, seed=12345,
+def create_pretraining_data(files, folder, tokenizer: BertTokenizer, options, *, seed=12345,
                             workers=1, chunk_docs=2000, shard_size=50_000, encoding_errors="strict",
-                            chinese_ref=None, chinese_words=None) -> Counter:
+                            chinese_ref=None, chinese_words=None, progress_bar=True) -> Counter:
     """Write the instances of ``files`` to ``folder`` (shards, vocab.txt, tokenizer_config.json,
-    meta.json last); returns the counts saved in meta.json's settings."""
-    from tqdm import tqdm
-    os.makedirs(folder, exist_ok=True)
+    meta.json last) with ``options`` (an InstanceOptions); returns the counts saved in meta.json's
+    settings."""
+    from ..pretraining.instances import array_rows, read_documents
+    from ..pretraining.shards import ShardWriter, write_meta
+    make_folder(folder)
     counts = Counter()
     total = sum(os.path.getsize(f) for f in files)
-    bar = tqdm(total=total, unit="B", unit_scale=True, desc="create-pretraining-data", disable=None)
-    warn = lambda message: tqdm.write(message, file=sys.stderr)  # noqa: E731 (keeps the bar intact)
-    documents = read_documents(files, encoding_errors, chinese_ref, counts, warn)
+    bar = progress.progress_bar(total=total, unit="B", unit_scale=True, desc="create-pretraining-data",
+                                enabled=progress_bar)
+    documents = read_documents(files, encoding_errors, chinese_ref, counts, progress.write)
     writer = ShardWriter(folder, "shard", options.max_seq_length, options.max_predictions_per_seq,
                          len(tokenizer.vocab), options.dynamic_masking, shard_size)
     state = (tokenizer, options, seed, chinese_words)
@@ -176,9 +176,7 @@ def report(counts: Counter, folder) -> str:
 
 
 def _prepare_output(folder, overwrite: bool):
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise ValueError(f"{folder}: exists and is not a folder")
-    os.makedirs(folder, exist_ok=True)
+    make_folder(folder)
     old = [n for n in os.listdir(folder) if n == "meta.json" or n.endswith(".npy")]
     if old and not overwrite:
         raise ValueError(f"{folder}: already holds pretraining data; pass --overwrite to replace it")
@@ -203,11 +201,13 @@ _STATE = None  # the worker's (tokenizer, options, seed, chinese_words)
 
 
 def _init(state):
+    from ..pretraining.instances import Vocabulary
     global _STATE
     _STATE = state + (Vocabulary.of(state[0].vocab),)
 
 
 def _process(task):
+    from ..pretraining.instances import chunk_rng, create_training_instances, instances_to_arrays, tokenize_documents
     index, raw_documents = task
     tokenizer, options, seed, chinese_words, vocabulary = _STATE
     counts = Counter()

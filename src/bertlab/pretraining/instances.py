@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..validate import check_fields, check_number, fraction, positive_int
 from .masking import create_masked_lm_predictions, jieba_continues, ref_continues
 from .shards import id_dtype
 from ..tokenization import CLS, MASK, SEP
@@ -50,17 +51,20 @@ class InstanceOptions:
     dynamic_masking: bool = False
 
     def __post_init__(self):
-        smallest = 5 if self.mode == "nsp" else 3  # room for [CLS] A [SEP] B [SEP] with A, B >= 1
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
+        check_fields(self, {"max_seq_length": positive_int, "max_predictions_per_seq": positive_int,
+                            "masked_lm_prob": probability, "short_seq_prob": fraction, "dupe_factor": positive_int})
+        smallest = 5 if self.mode == "nsp" else 3  # room for [CLS] A [SEP] B [SEP] with A, B >= 1
         if not smallest <= self.max_seq_length <= 32767:
             raise ValueError(f"max_seq_length {self.max_seq_length}: must be between {smallest} and 32767")
-        if not 1 <= self.max_predictions_per_seq <= 255:  # the shards store the count as uint8
+        if not self.max_predictions_per_seq <= 255:  # the shards store the count as uint8
             raise ValueError(f"max_predictions_per_seq {self.max_predictions_per_seq}: must be between 1 and 255")
-        if not 0 < self.masked_lm_prob <= 1 or not 0 <= self.short_seq_prob <= 1:
-            raise ValueError("masked_lm_prob must be in (0, 1] and short_seq_prob in [0, 1]")
-        if self.dupe_factor < 1:
-            raise ValueError(f"dupe_factor {self.dupe_factor}: must be at least 1")
+
+
+def probability(name, value):
+    """A share that must leave something to do: more than 0, at most 1."""
+    return check_number(name, value, minimum=0, exclusive_minimum=True, maximum=1)
 
 
 class TrainingInstance(NamedTuple):
@@ -80,6 +84,15 @@ class RawSentence(NamedTuple):
     where: str = ""  # "ref-file:line" of ``ref``, for errors
 
 
+def check_text_files(paths):
+    """Every path an existing file (not a folder): all are named before any work starts."""
+    for path in paths:
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"{path}: is a folder; give text files")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: no such file")
+
+
 def corpus_lines(path, encoding_errors: str = "strict", counts: Counter | None = None):
     """(line number, text) of each line of a UTF-8 file, read in bounded memory.
 
@@ -88,10 +101,7 @@ def corpus_lines(path, encoding_errors: str = "strict", counts: Counter | None =
     ``encoding_errors="replace"`` become U+FFFD (which the tokenizer drops), counted in
     ``counts["encoding_replacements"]``. ``counts["bytes_read"]`` follows the reading."""
     counts = Counter() if counts is None else counts
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"{path}: is a directory; give text files")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: no such file")
+    check_text_files([path])
     offset = 0
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):

@@ -20,9 +20,15 @@ from .basic import BasicTokenizer
 from .encoding import PADDING, BatchEncoding, Encoding, Offset, pad_batch, truncate_seq_pair
 from .vocab import CLS, MASK, PAD, SEP, UNK, Vocab
 from .wordpiece import WordpieceTokenizer
-from ..io import atomic_write_text
+from ..io import atomic_write_text, read_json
 
 VOCAB_FILE, CONFIG_FILE = "vocab.txt", "tokenizer_config.json"
+
+
+def tokenizer_config(folder: str | os.PathLike) -> dict:
+    """The folder's tokenizer_config.json ({} when it has none); a garbled one is an error naming it."""
+    path = os.path.join(folder, CONFIG_FILE)
+    return read_json(path) if os.path.exists(path) else {}
 
 
 class BertTokenizer:
@@ -59,8 +65,7 @@ class BertTokenizer:
         """Read ``folder/vocab.txt`` and, if present, ``do_lower_case`` from
         ``folder/tokenizer_config.json``; an explicit ``do_lower_case`` wins; default True."""
         folder = Path(folder)
-        config = folder / CONFIG_FILE
-        settings = json.loads(config.read_text(encoding="utf-8")) if config.exists() else {}
+        settings = tokenizer_config(folder)
         if do_lower_case is None:
             do_lower_case = settings.get("do_lower_case", True)
         return cls(folder / VOCAB_FILE, do_lower_case, never_split=settings.get("never_split", []), **kwargs)
@@ -71,12 +76,11 @@ class BertTokenizer:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self._vocab.save(folder / VOCAB_FILE)
-        config = folder / CONFIG_FILE
-        settings = json.loads(config.read_text(encoding="utf-8")) if config.exists() else {}
+        settings = tokenizer_config(folder)
         settings["do_lower_case"] = self.do_lower_case
         if self._never_split:
             settings["never_split"] = self._never_split
-        atomic_write_text(config, json.dumps(settings, indent=2) + "\n")
+        atomic_write_text(folder / CONFIG_FILE, json.dumps(settings, indent=2) + "\n")
 
     @property
     def vocab(self) -> Vocab:
