@@ -2,7 +2,7 @@
 import sys
 
 from ..io import read_lines
-from ..tokenization import BertTokenizer
+from ..tokenization import CLS, SEP, UNK, BertTokenizer
 
 CHUNK = 10_000  # lines per batch: big enough to amortise, small enough to stream
 
@@ -13,7 +13,8 @@ def add_parser(subparsers):
         description="Tokenize each line of FILE (standard input if omitted) exactly as "
                     "google-research/bert's tokenization.py does, and print the tokens of each line "
                     "separated by single spaces. Lines are split on \\n only; an empty line gives an "
-                    "empty line. No [CLS]/[SEP] are added.")
+                    "empty line (an empty file is an error). No [CLS]/[SEP] are added. A word over "
+                    "100 characters is one [UNK], as in HF's tokenizers (google's limit is 200).")
     p.add_argument("file", nargs="?", default="-", metavar="FILE", help="UTF-8 text file (default: stdin)")
     p.add_argument("--vocab", required=True, help="vocab.txt, one token per line")
     p.add_argument("--cased", action="store_true", help="keep case and accents (for cased checkpoints)")
@@ -23,7 +24,9 @@ def add_parser(subparsers):
 
 def run(args):
     tokenizer = BertTokenizer(args.vocab, do_lower_case=not args.cased)
-    lines = read_lines(args.file, allow_empty_file=True)
+    for token in (UNK, CLS, SEP):  # a file that is not a BERT vocabulary fails now, not mid-output
+        tokenizer.vocab.special_id(token, "every BERT vocabulary")
+    lines = read_lines(args.file)
     vocab = tokenizer.vocab.id_to_token
     out = sys.stdout
     for start in range(0, len(lines), CHUNK):

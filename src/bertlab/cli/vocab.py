@@ -1,7 +1,8 @@
 """bertlab vocab: learn a WordPiece vocabulary (vocab.txt + tokenizer_config.json) from text."""
 import os
 
-from ..pretraining.vocab import learn_vocab, save_vocab
+from ..io import make_folder
+from .args import nonnegative_int, positive_int
 
 
 def add_parser(subparsers):
@@ -15,23 +16,25 @@ def add_parser(subparsers):
                     "round-trips through it.")
     p.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files")
     p.add_argument("-o", "--output-dir", required=True, metavar="OUT_DIR")
-    p.add_argument("--vocab-size", type=int, default=30522, help="at most this many tokens (default 30522)")
-    p.add_argument("--min-frequency", type=int, default=2,
+    p.add_argument("--vocab-size", type=positive_int, default=30522, help="at most this many tokens (default 30522)")
+    p.add_argument("--min-frequency", type=nonnegative_int, default=2,
                    help="a merge must occur at least this often (default 2)")
     casing = p.add_mutually_exclusive_group()
     casing.add_argument("--uncased", dest="do_lower_case", action="store_true", default=True,
                         help="lower-case and strip accents (the default)")
     casing.add_argument("--cased", dest="do_lower_case", action="store_false", help="keep case and accents")
     p.add_argument("--overwrite", action="store_true", help="replace a vocab.txt already in OUT_DIR")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(run=run)
 
 
 def run(args):
-    if args.vocab_size < 1 or args.min_frequency < 0:
-        raise ValueError("--vocab-size must be positive and --min-frequency not negative")
+    from ..pretraining.vocab import learn_vocab, save_vocab
     if os.path.exists(os.path.join(args.output_dir, "vocab.txt")) and not args.overwrite:
         raise ValueError(f"{args.output_dir}: already has a vocab.txt; pass --overwrite to replace it")
-    vocab, report = learn_vocab(args.files, args.vocab_size, args.min_frequency, args.do_lower_case)
+    make_folder(args.output_dir)  # an OUT_DIR that cannot be made fails before the work, not after
+    vocab, report = learn_vocab(args.files, args.vocab_size, args.min_frequency, args.do_lower_case,
+                                progress=not args.quiet)
     save_vocab(vocab, args.output_dir, args.do_lower_case)
     short = f" (asked for {args.vocab_size}: the text ran out of merges)" if len(vocab) < args.vocab_size else ""
     print(f"wrote {os.path.join(args.output_dir, 'vocab.txt')}: {report['vocab_size']} tokens{short}, "

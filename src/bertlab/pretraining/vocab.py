@@ -16,8 +16,9 @@ import sys
 from collections import Counter
 
 from ..io import atomic_write_text
+from ..progress import progress_bar
 from ..tokenization import CLS, MASK, PAD, SEP, UNK, BasicTokenizer, BertTokenizer, Vocab
-from .instances import corpus_lines
+from .instances import check_text_files, corpus_lines
 
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)  # ids 0-4, in this order
 MAX_WORD_CHARS = 100  # google's max_input_chars_per_word
@@ -25,14 +26,11 @@ MAX_WORD_CHARS = 100  # google's max_input_chars_per_word
 
 def count_words(paths, do_lower_case: bool = True, progress: bool = True) -> Counter:
     """How often each basic token (word after BasicTokenizer) occurs in the files."""
-    from tqdm import tqdm
-    for path in paths:  # all missing files are named before any work
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{path}: no such file")
+    check_text_files(paths)
     basic = BasicTokenizer(do_lower_case)
     words, cache, read = Counter(), {}, Counter()
-    with tqdm(total=sum(os.path.getsize(p) for p in paths), unit="B", unit_scale=True, desc="counting words",
-              disable=None if progress else True) as bar:
+    with progress_bar(total=sum(os.path.getsize(p) for p in paths), unit="B", unit_scale=True,
+                      desc="counting words", enabled=progress) as bar:
         for path in paths:
             before = sum(words.values())
             for _, line in corpus_lines(path, counts=read):
@@ -72,6 +70,7 @@ def train_wordpiece(words: Counter, vocab_size: int, min_frequency: int = 2, pro
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # the words are already basic tokens
     trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
                                         special_tokens=list(SPECIAL_TOKENS), continuing_subword_prefix="##",
+                                        # its Rust bar redraws in place: only for a terminal
                                         show_progress=progress and sys.stderr.isatty())
     tokenizer.train_from_iterator(_repeated(words), trainer)
     token_to_id = tokenizer.get_vocab()
