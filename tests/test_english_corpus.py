@@ -268,7 +268,8 @@ def test_cli_english_corpus(fake_root, tmp_path, capsys):
     assert main(["data", "english-corpus", "-o", str(out), "--root", str(fake_root), "--min-mb", "0",
                  "--workers", "1"]) == 0
     assert (out / "train.txt").stat().st_size > 0 and (out / "stats.json").exists()
-    assert main(["data", "english-corpus", "-o", str(out), "--root", str(fake_root), "--workers", "1"]) == 2
+    assert main(["data", "english-corpus", "-o", str(out), "--root", str(fake_root), "--workers", "1",
+                 "--overwrite"]) == 2
     assert "MB of English prose" in capsys.readouterr().err
     assert main(["data", "english-corpus", "-o", str(out), "--sources", "man,nope"]) == 2
 

@@ -3,7 +3,11 @@
 One subcommand per data set. To add one, write `add_NAME(subparsers)` (its parser, with
 `set_defaults(run=...)`) and list it in SUBCOMMANDS."""
 import argparse
+import os
 import sys
+
+from ..io import make_folder
+from .args import fraction, nonnegative_float, positive_int
 
 ENGLISH_EXAMPLE = """example:
   bertlab data english-corpus -o corpus/english            # every source, >= 20 MB or an error
@@ -34,13 +38,15 @@ def add_english_corpus(subparsers):
                     "and about 2% of documents (by a hash of their names) are held out.",
         epilog=ENGLISH_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-o", "--out", required=True, metavar="DIR", help="output folder (created)")
-    p.add_argument("--min-mb", type=float, default=20.0,
+    p.add_argument("--overwrite", action="store_true", help="replace a corpus already in DIR")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--min-mb", type=nonnegative_float, default=20.0,
                    help="fail unless train.txt reaches this many MB (default 20; 0 accepts any size)")
     p.add_argument("--sources", default=",".join(SOURCE_ORDER),
                    help=f"comma-separated, read in this order (default {','.join(SOURCE_ORDER)})")
-    p.add_argument("--heldout", type=float, default=0.02, help="share of documents held out (default 0.02)")
-    p.add_argument("--min-sentences", type=int, default=2, help="shortest document kept (default 2 sentences)")
-    p.add_argument("--workers", type=int, help="reader processes (default: the CPU count, at most 4)")
+    p.add_argument("--heldout", type=fraction, default=0.02, help="share of documents held out, below 1 (default 0.02)")
+    p.add_argument("--min-sentences", type=positive_int, default=2, help="shortest document kept (default 2 sentences)")
+    p.add_argument("--workers", type=positive_int, help="reader processes (default: the CPU count, at most 4)")
     p.add_argument("--root", default="/", metavar="PREFIX",
                    help="read another system's tree: every source path under PREFIX (default /)")
     p.set_defaults(run=run_english_corpus)
@@ -53,10 +59,10 @@ def run_english_corpus(args):
     if unknown or not sources:
         raise ValueError(f"--sources: unknown {', '.join(unknown) or '(none given)'}; "
                          f"choose from {', '.join(SOURCE_ORDER)}")
-    if not 0 <= args.heldout < 1:
-        raise ValueError(f"--heldout {args.heldout}: give a share in [0, 1)")
+    _check_heldout(args.heldout, below=1)
+    _claim_output(args.out, CORPUS_FILES, args.overwrite)
     summary = build_corpus(args.out, default_roots(args.root), sources=sources, heldout_share=args.heldout,
-                           min_sentences=args.min_sentences, workers=args.workers)
+                           min_sentences=args.min_sentences, workers=args.workers, progress=not args.quiet)
     _report(summary, args.out)
     mb = summary["total"]["bytes"] / 1e6
     if mb < args.min_mb:
@@ -72,14 +78,20 @@ def add_python_docs(subparsers):
                     "docstrings, PSF licence) as a small pretraining corpus: one document per "
                     "module, one sentence per line; whole modules held out as english-corpus does.")
     p.add_argument("-o", "--out", required=True, metavar="DIR", help="output folder (created)")
+    p.add_argument("--overwrite", action="store_true", help="replace a corpus already in DIR")
     p.add_argument("--summaries", default="data/python-docs/summaries.txt", metavar="FILE",
-                   help="the summaries file (default data/python-docs/summaries.txt)")
-    p.add_argument("--heldout", type=float, default=0.02, help="share of modules held out (default 0.02)")
+                   help="the summaries file (default data/python-docs/summaries.txt, from the repository root)")
+    p.add_argument("--heldout", type=fraction, default=0.02, help="share of modules held out, below 1 (default 0.02)")
     p.set_defaults(run=run_python_docs)
 
 
 def run_python_docs(args):
     from ..data.english_corpus import python_docs_corpus
+    if not os.path.exists(args.summaries):
+        raise FileNotFoundError(f"--summaries {args.summaries}: no such file (the default is relative to the "
+                                "repository root)")
+    _check_heldout(args.heldout, below=1)
+    _claim_output(args.out, CORPUS_FILES, args.overwrite)
     _report(python_docs_corpus(args.summaries, args.out, args.heldout), args.out)
     return 0
 
@@ -104,23 +116,42 @@ def add_gettext(subparsers):
         epilog=GETTEXT_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lang", required=True, help="locale name, as its folder is called (de, zh_CN, pt_BR)")
     p.add_argument("-o", "--out", required=True, metavar="DIR", help="output folder (created)")
+    p.add_argument("--overwrite", action="store_true", help="replace a corpus already in DIR")
     p.add_argument("--locale-dir", default="/usr/share/locale", metavar="DIR",
                    help="where the LANG/LC_MESSAGES folders are (default /usr/share/locale)")
-    p.add_argument("--heldout", type=float, default=0.05,
-                   help="share of pairs for valid and for test, each (default 0.05)")
+    p.add_argument("--heldout", type=fraction, default=0.05,
+                   help="share of pairs for valid and for test, each; below 0.5 (default 0.05)")
     p.set_defaults(run=run_gettext)
 
 
 def run_gettext(args):
-    from ..data.gettext_corpus import build_gettext_corpus
-    if not 0 <= args.heldout < 0.5:
-        raise ValueError(f"--heldout {args.heldout}: give a share in [0, 0.5)")
+    from ..data.gettext_corpus import SPLITS, build_gettext_corpus
+    _check_heldout(args.heldout, below=0.5)
+    _claim_output(args.out, ["stats.json"] + [f"{split}.{side}" for split in SPLITS for side in ("en", args.lang)],
+                  args.overwrite)
     summary = build_gettext_corpus(args.lang, args.out, args.locale_dir, args.heldout)
     pairs, catalogs = summary["pairs"], summary["catalogs"]
     print(f"{args.out}: " + ", ".join(f"{split} {pairs[split]:,} pairs ({len(catalogs[split])} catalogs)"
                                       for split in pairs), file=sys.stderr)
     print("  dropped: " + ", ".join(f"{k} {v:,}" for k, v in summary["drops"].items()), file=sys.stderr)
     return 0
+
+
+CORPUS_FILES = ("train.txt", "heldout.txt", "stats.json", "SOURCES.md")
+
+
+def _check_heldout(share: float, below: float):
+    if share >= below:  # argparse has checked [0, 1]
+        raise ValueError(f"--heldout {share}: must be less than {below:g}")
+
+
+def _claim_output(folder, names, overwrite: bool):
+    """Create `folder` now, so that one that cannot be made fails before the work; refuse to replace
+    a corpus already there unless asked (a rebuild from other sources would silently change it)."""
+    make_folder(folder)
+    there = [name for name in names if os.path.exists(os.path.join(folder, name))]
+    if there and not overwrite:
+        raise ValueError(f"{folder}: already holds {', '.join(there)}; pass --overwrite to replace it")
 
 
 def _report(summary: dict, out: str):

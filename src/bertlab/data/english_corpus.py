@@ -31,6 +31,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from ..io import make_folder, read_lines
+from ..validate import positive_int
 from .sentences import is_prose, split_sentences
 from .text_formats import html_paragraphs, roff_paragraphs, text_paragraphs
 
@@ -239,14 +241,18 @@ def _key(sentence: str) -> int:
 class CorpusWriter:
     """Writes documents to DIR/train.txt or DIR/heldout.txt (by a hash of the document's name),
     dropping sentences seen before and documents left shorter than `min_sentences`, and counts
-    what it kept and dropped per source. The files appear, complete, at `close()`."""
+    what it kept and dropped per source. The files appear, complete, at `close()`; a corpus whose
+    train.txt would be empty is an error there instead."""
 
     COUNTS = ("files", "documents", "sentences", "bytes", "heldout_documents", "heldout_sentences", "heldout_bytes",
               "rejected_not_prose", "dropped_duplicates", "dropped_short_documents", "unreadable_files")
 
     def __init__(self, out_dir, heldout_share: float = 0.02, min_sentences: int = 2):
+        if not 0 <= heldout_share < 1:  # (NaN fails too) with a share of 1 train.txt would be empty
+            raise ValueError(f"heldout_share {heldout_share}: must be at least 0 and less than 1")
+        positive_int("min_sentences", min_sentences)
         self.dir, self.heldout_share, self.min_sentences = Path(out_dir), heldout_share, min_sentences
-        self.dir.mkdir(parents=True, exist_ok=True)
+        make_folder(self.dir)
         # closed by close() or abort()
         self.files = {split: open(self._tmp(split), "w", encoding="utf-8", newline="\n")  # noqa: SIM115
                       for split in ("train", "heldout")}
@@ -284,10 +290,16 @@ class CorpusWriter:
 
     def close(self, **extra) -> dict:
         """Move the files into place; write and return stats.json's summary."""
+        total = {k: sum(s[k] for s in self.stats.values()) for k in self.COUNTS}
+        if not total["documents"]:
+            self.abort()
+            raise ValueError(f"{self.dir}: no documents for train.txt: of {total['files']:,} files read, "
+                             f"{total['unreadable_files']:,} unreadable, {total['rejected_not_prose']:,} passages not "
+                             f"prose, {total['dropped_short_documents']:,} documents under {self.min_sentences} "
+                             f"sentences, {total['heldout_documents']:,} held out; nothing was written")
         for split, f in self.files.items():
             f.close()
             os.replace(self._tmp(split), self.dir / f"{split}.txt")
-        total = {k: sum(s[k] for s in self.stats.values()) for k in self.COUNTS}
         summary = {"format": "one sentence per line, a blank line between documents (google-research/bert)",
                    "heldout_share": self.heldout_share, "min_sentences": self.min_sentences, **extra,
                    "total": total, "sources": self.stats}
@@ -306,19 +318,19 @@ def build_corpus(out_dir, roots: dict[str, Path] | None = None, sources=SOURCE_O
                  min_sentences: int = 2, workers: int | None = None, progress: bool = True) -> dict:
     """Write out_dir/train.txt, heldout.txt, stats.json and SOURCES.md; return the stats.
     `roots` overrides where sources live (default_roots())."""
-    from tqdm import tqdm
+    from ..progress import progress_bar
     start = time.perf_counter()
     roots = {**default_roots(), **(roots or {})}
-    tasks = [(s, str(roots[s]), str(p)) for s in sources for p in find_files(s, Path(roots[s]))]
+    workers = min(4, os.cpu_count() or 1) if workers is None else positive_int("workers", workers)
     writer = CorpusWriter(out_dir, heldout_share, min_sentences)
-    for s in sources:
-        writer.source(s, str(roots[s]))
-    workers = workers or min(4, os.cpu_count() or 1)
     try:
+        tasks = [(s, str(roots[s]), str(p)) for s in sources for p in find_files(s, Path(roots[s]))]
+        for s in sources:
+            writer.source(s, str(roots[s]))
         with ProcessPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as pool:
             results = pool.map(_prose_documents, tasks, chunksize=8) if pool else map(_prose_documents, tasks)
-            bar = tqdm(zip(tasks, results), total=len(tasks), unit="file", disable=not progress,
-                       desc="english-corpus")
+            bar = progress_bar(zip(tasks, results), total=len(tasks), unit="file", enabled=progress,
+                               desc="english-corpus")
             for (source, _, _), documents in bar:
                 st = writer.source(source)
                 st["files"] += 1
@@ -365,11 +377,10 @@ def python_docs_corpus(summaries_path, out_dir, heldout_share: float = 0.02) -> 
     """data/python-docs/summaries.txt ("module.name: summary" lines) in the same format, one
     document per top-level module (its summaries in file order): the README's small pretraining job."""
     documents: dict[str, list[str]] = {}
-    with open(summaries_path, encoding="utf-8") as f:
-        for line in f:
-            name, sep, summary = line.rstrip("\n").partition(": ")
-            if sep and summary.strip():
-                documents.setdefault(name.split(".")[0], []).extend(split_sentences(summary))
+    for line in read_lines(summaries_path):
+        name, sep, summary = line.partition(": ")
+        if sep and summary.strip():
+            documents.setdefault(name.split(".")[0], []).extend(split_sentences(summary))
     writer = CorpusWriter(out_dir, heldout_share, min_sentences=2)
     writer.source("python-docs", str(summaries_path))["files"] = 1
     for module, sentences in documents.items():

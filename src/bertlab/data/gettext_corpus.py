@@ -102,8 +102,13 @@ def entry_pairs(entry, plural: int) -> list[tuple[str, str]]:
 def catalog_pairs(path: Path, stats: Counter, seen: set) -> list[tuple[str, str]]:
     """The pairs of one catalog not in ``seen`` (earlier catalogs' pairs), in catalog order, each
     once; drops are counted in ``stats``, and the pairs kept are added to ``seen``."""
+    import struct
+
     import polib
-    catalog = polib.mofile(str(path)) if path.suffix == ".mo" else polib.pofile(str(path))
+    try:
+        catalog = polib.mofile(str(path)) if path.suffix == ".mo" else polib.pofile(str(path))
+    except (OSError, ValueError, struct.error) as e:  # polib's errors for a corrupt or cut-short file
+        raise ValueError(f"{path}: not a readable gettext catalog ({e})") from None
     plural = plural_index(catalog.metadata.get("Plural-Forms"))
     pairs: dict[tuple[str, str], None] = {}
     for entry in catalog:
@@ -170,6 +175,8 @@ def find_catalogs(locale_dir, lang: str) -> list[Path]:
 
 def build_gettext_corpus(lang: str, out_dir, locale_dir=LOCALE_DIR, heldout_share: float = 0.05) -> dict:
     """Write ``{train,valid,test}.{en,LANG}`` and ``stats.json`` to ``out_dir``; return the stats."""
+    if not 0 <= heldout_share < 0.5:  # (NaN fails too) valid and test each take this share
+        raise ValueError(f"heldout_share {heldout_share}: must be at least 0 and less than 0.5")
     stats: Counter = Counter()
     seen: set[tuple[str, str]] = set()  # a pair repeated across catalogs: the first keeps it
     per_catalog = {path.stem: catalog_pairs(path, stats, seen) for path in find_catalogs(locale_dir, lang)}
