@@ -11,7 +11,6 @@ import os
 import shutil
 from collections import Counter, deque
 
-from .. import progress
 from ..io import atomic_write_text, make_folder
 from ..tokenization import BertTokenizer, Vocab
 from ..tokenization.bert_tokenizer import tokenizer_config
@@ -118,6 +117,7 @@ def create_pretraining_data(files, folder, tokenizer: BertTokenizer, options, *,
     """Write the instances of ``files`` to ``folder`` (shards, vocab.txt, tokenizer_config.json,
     meta.json last) with ``options`` (an InstanceOptions); returns the counts saved in meta.json's
     settings."""
+    from .. import progress
     from ..pretraining.instances import array_rows, read_documents
     from ..pretraining.shards import ShardWriter, write_meta
     make_folder(folder)
