@@ -3,7 +3,7 @@ import json
 import os
 import sys
 
-from ..models.gpt import PRESETS, GPTConfig
+from ..models.gpt_config import PRESETS, GPTConfig
 
 EXAMPLE = """example:
   bertlab gpt-train notes/*.txt --out runs/tiny --preset tiny --vocab-size 8000 --max-minutes 10
@@ -11,11 +11,15 @@ EXAMPLE = """example:
   bertlab gpt-train corpus.txt --out runs/tiny --resume      # continue exactly where it stopped
 
 OUT gets: tokenizer files, data/ (train.bin, val.bin, meta.json with the unigram baseline),
-checkpoint.pt (for --resume), model/ (HF GPT-2 format: config.json, model.safetensors, vocab.json,
-merges.txt), metrics.jsonl, curves.png, summary.json and samples.txt."""
+inputs.json (the files and tokenizer settings the data was made from), checkpoint.pt (for --resume),
+model/ (HF GPT-2 format: config.json, model.safetensors, vocab.json, merges.txt), metrics.jsonl,
+curves.png, summary.json and samples.txt. A new run (or --overwrite) makes the tokenizer and token
+files from the FILEs given; --resume reuses them and refuses FILEs or tokenizer settings other than
+those it was started with. Progress and evaluations go to stderr (a line every 30 s in a log)."""
 
 
 def add_parser(subparsers):
+    from .args import fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
     p = subparsers.add_parser(
         "gpt-train", help="train a GPT (decoder-only language model) on text files",
         description="Train a GPT to predict the next token of UTF-8 text files. The text is tokenized "
@@ -27,45 +31,62 @@ def add_parser(subparsers):
     g.add_argument("--tokenizer", default="bpe", metavar="bpe|char|DIR",
                    help="learn byte-level BPE from the files (default), use characters, or load "
                         "vocab.json + merges.txt from DIR (e.g. GPT-2's own)")
-    g.add_argument("--vocab-size", type=int, default=8000, help="BPE vocabulary to learn (default 8000)")
-    g.add_argument("--val-fraction", type=float, default=0.05, help="share of lines held out (default 0.05)")
+    g.add_argument("--vocab-size", type=positive_int, default=8000, help="BPE vocabulary to learn (default 8000)")
+    g.add_argument("--val-fraction", type=positive_float, default=0.05,
+                   help="share of lines held out, 0 < F < 1 (default 0.05)")
     g = p.add_argument_group("model")
     g.add_argument("--preset", default="tiny", choices=sorted(PRESETS),
                    help="size: tiny (4 layers, 256 wide; default), gpt2 (124M), gpt2-medium, -large, -xl")
-    g.add_argument("--n-layer", type=int), g.add_argument("--n-embd", type=int), g.add_argument("--n-head", type=int)
-    g.add_argument("--dropout", type=float, default=0.0, help="residual/embedding/attention dropout (default 0)")
+    for name in ("--n-layer", "--n-embd", "--n-head"):
+        g.add_argument(name, type=positive_int)
+    g.add_argument("--dropout", type=fraction, default=0.0, help="residual/embedding/attention dropout (default 0)")
     g = p.add_argument_group("optimisation")
-    g.add_argument("--batch-size", type=int, default=16, help="sequences per micro-batch per process (16)")
-    g.add_argument("--block-size", type=int, default=256, help="tokens per sequence (256)")
-    g.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (1)")
-    g.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (1e-3)")
-    g.add_argument("--warmup", type=int, default=100, help="linear warmup steps (100)")
-    g.add_argument("--weight-decay", type=float, default=0.1)
-    g.add_argument("--max-steps", type=int, default=2000, help="optimizer steps; the cosine decays over these (2000)")
-    g.add_argument("--max-minutes", type=float, help="stop (saving a resumable checkpoint) after this much time")
-    g.add_argument("--eval-interval", type=int, default=200, help="steps between held-out evaluations (200)")
-    g.add_argument("--eval-tokens", type=int, default=100_000, help="held-out tokens evaluated (100000)")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--batch-size", type=positive_int, default=16, help="sequences per micro-batch per process (16)")
+    g.add_argument("--block-size", type=positive_int, default=256,
+                   help="tokens per sequence, the model's positions (256)")
+    g.add_argument("--grad-accum", type=positive_int, default=1, help="micro-batches per optimizer step (1)")
+    g.add_argument("--lr", type=positive_float, default=1e-3, help="peak learning rate (1e-3)")
+    g.add_argument("--warmup", type=nonnegative_int, default=100, help="linear warmup steps (100)")
+    g.add_argument("--weight-decay", type=nonnegative_float, default=0.1)
+    g.add_argument("--max-steps", type=positive_int, default=2000,
+                   help="optimizer steps; the cosine decays over these (2000)")
+    g.add_argument("--max-minutes", type=positive_float,
+                   help="stop (saving a resumable checkpoint) after this much time")
+    g.add_argument("--eval-interval", type=positive_int, default=200, help="steps between held-out evaluations (200)")
+    g.add_argument("--eval-tokens", type=positive_int, default=100_000, help="held-out tokens evaluated (100000)")
+    g.add_argument("--seed", type=nonnegative_int, default=0)
     g.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
     g.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                    help="fp32 (default; this project's CPUs lack native bf16), bf16/fp16 autocast on GPUs")
-    g.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    g.add_argument("--resume", action="store_true",
+                   help="continue from OUT/checkpoint.pt (with the FILEs and tokenizer settings it started with)")
     g.add_argument("--overwrite", action="store_true",
-                   help="start afresh in an OUT that holds a checkpoint (its checkpoint and log are replaced)")
+                   help="start afresh in an OUT that holds a checkpoint (its checkpoint, data and log are replaced)")
+    g.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     p.set_defaults(run=run)
 
 
+def data_settings(args) -> dict:
+    """The flags that shape the tokenizer and token files, as inputs.json records them."""
+    named = args.tokenizer if args.tokenizer in ("bpe", "char") else os.path.abspath(args.tokenizer)
+    return {"--tokenizer": named, "--vocab-size": args.vocab_size if args.tokenizer == "bpe" else None,
+            "--val-fraction": args.val_fraction}
+
+
 def prepare(args, is_main=True):
-    """Tokenizer and token files in OUT, made once (by rank 0) and reused by --resume."""
-    from ..data.token_stream import prepare_token_files
+    """Tokenizer and token files in OUT: made from the FILEs by rank 0 when a run starts (replacing
+    any an earlier run left), read back by --resume and by the other ranks."""
+    from ..data.token_stream import prepare_token_files, read_corpus
     from ..tokenization.bpe import ByteLevelBPETokenizer
     from ..tokenization.char_level import CharTokenizer, load_gpt_tokenizer
+    from ..training import run_inputs
     tok_dir, data_dir = os.path.join(args.out, "tokenizer"), os.path.join(args.out, "data")
-    if os.path.exists(os.path.join(data_dir, "meta.json")):
+    if args.resume or not is_main:
+        if not os.path.exists(os.path.join(data_dir, "meta.json")):
+            raise FileNotFoundError(f"{data_dir}: no meta.json; the run's data was never finished "
+                                    "(start again with --overwrite)")
         return load_gpt_tokenizer(tok_dir), data_dir
-    if not is_main:
-        raise RuntimeError("rank 0 did not prepare the data")
-    from ..data.token_stream import read_corpus
+    run_inputs.clear(args.out)
     if args.tokenizer == "bpe":
         print(f"learning a {args.vocab_size}-token byte-level BPE from {len(args.files)} file(s)", file=sys.stderr)
         tokenizer = ByteLevelBPETokenizer.train((line for lines in read_corpus(args.files) for line in lines),
@@ -77,6 +98,7 @@ def prepare(args, is_main=True):
     tokenizer.save(tok_dir)
     meta = prepare_token_files(args.files, tokenizer, data_dir, args.val_fraction,
                                {"tokenizer": tokenizer.kind})
+    run_inputs.record(args.out, args.files, data_settings(args))
     print(f"{meta['train_tokens']:,} training and {meta['val_tokens']:,} held-out tokens; unigram held-out "
           f"perplexity {meta['unigram_val_perplexity']:.1f}", file=sys.stderr)
     return tokenizer, data_dir
@@ -85,19 +107,24 @@ def prepare(args, is_main=True):
 def model_config(args, vocab_size) -> GPTConfig:
     sizes = {k: v for k, v in (("n_layer", args.n_layer), ("n_embd", args.n_embd), ("n_head", args.n_head)) if v}
     drop = {"resid_pdrop": args.dropout, "embd_pdrop": args.dropout, "attn_pdrop": args.dropout}
-    return GPTConfig.preset(args.preset, vocab_size=vocab_size, n_positions=max(args.block_size, 1),
+    return GPTConfig.preset(args.preset, vocab_size=vocab_size, n_positions=args.block_size,
                             bos_token_id=0, eos_token_id=0, **sizes, **drop)
 
 
 def run(args):
+    from ..device import pick_device
+    from ..io import make_folder
+    from ..training import run_inputs
+    from ..training.checkpoint import check_resume
     from ..training.distributed import barrier, setup_distributed
     from ..training.lm_trainer import TrainSettings, train_gpt
-    from ..device import pick_device
     for path in args.files:
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")
-    from ..training.checkpoint import check_resume
     check_resume(args.out, args.resume, args.overwrite)
+    if args.resume:
+        run_inputs.check(args.out, args.files, data_settings(args))
+    make_folder(args.out)
     info = setup_distributed(pick_device(args.device))
     if info.is_main:
         tokenizer, data_dir = prepare(args)
@@ -113,7 +140,7 @@ def run(args):
         grad_accum=args.grad_accum, lr=args.lr, warmup=args.warmup, max_steps=args.max_steps,
         max_minutes=args.max_minutes, weight_decay=args.weight_decay, eval_interval=args.eval_interval,
         eval_tokens=args.eval_tokens, save_interval=args.eval_interval, seed=args.seed, device=args.device,
-        precision=args.precision, resume=args.resume, progress=sys.stderr.isatty() or None)
+        precision=args.precision, resume=args.resume, progress=not args.quiet)
     summary = train_gpt(settings)
     model = summary.pop("model")
     if info.is_main:
@@ -128,13 +155,13 @@ def finish(args, model, tokenizer, summary, data_dir):
     save_pretrained(model.cpu(), os.path.join(args.out, "model"), tokenizer)
     with open(os.path.join(data_dir, "meta.json"), encoding="utf-8") as f:
         unigram = json.load(f)["unigram_val_perplexity"]
-    prompts = ["The ", "This program ", "You can "]
+    # the sample prompts that leave room for new tokens in the model's positions (a tiny block may not)
+    prompts = [p for p in ("The ", "This program ", "You can ") if len(tokenizer.encode(p)) < model.config.n_positions]
     encoded = [tokenizer.encode(p) for p in prompts]
-    room = model.config.n_positions - max(len(e) for e in encoded)
+    room = model.config.n_positions - max((len(e) for e in encoded), default=0)
     options = SamplingOptions(max_new_tokens=min(80, room), do_sample=True, temperature=0.8, top_k=50)
     import torch
-    outs = generate(model.eval(), encoded, options,
-                    generator=torch.Generator().manual_seed(0))
+    outs = generate(model.eval(), encoded, options, generator=torch.Generator().manual_seed(0)) if prompts else []
     samples = "".join(f"--- prompt {p!r}\n{p}{tokenizer.decode(o)}\n" for p, o in zip(prompts, outs))
     atomic_write_text(os.path.join(args.out, "samples.txt"), samples)
     print(f"{summary['steps']} steps in {summary['seconds']:.0f} s ({summary['tokens_per_s']:,.0f} tokens/s); "

@@ -3,7 +3,7 @@ import argparse
 import os
 import sys
 
-from ..models.transformer import PRESETS
+from ..models.transformer_config import PRESETS
 
 EXAMPLE = """examples:
   bertlab data gettext -o corpus/en-de --lang de          # DIR/{train,valid,test}.{en,de}
@@ -12,13 +12,22 @@ EXAMPLE = """examples:
   bertlab translate-train --data corpus/en-de --src en --tgt de --out runs/en-de --resume   # continue exactly
   bertlab translate --model runs/en-de/model test.en --ref test.de
 
-OUT gets vocab/ (the learned subword vocabularies), checkpoint.pt (for --resume), metrics.jsonl,
-curves.png (loss, learning rate), bleu.png, summary.json, and model/ -- config.json,
-model.safetensors, source_tokenizer/, target_tokenizer/, translation.json: all `bertlab translate`
-needs. With --average-last N, model/ holds the mean of the last N saved weights."""
+OUT gets vocab/ (the learned subword vocabularies), inputs.json (the data files and vocabulary
+settings it was made from), checkpoint.pt (for --resume), metrics.jsonl, curves.png (loss, learning
+rate), bleu.png, summary.json, and model/ -- config.json, model.safetensors, source_tokenizer/,
+target_tokenizer/, translation.json: all `bertlab translate` needs. With --average-last N, model/
+holds the mean of the last N saved weights. --resume reuses OUT/vocab and refuses data files or
+vocabulary settings other than those the run started with.
+
+The defaults are sized for a CPU: the small preset, 500 steps of 1,024-token batches, peak learning
+rate 1e-3 after 100 warmup steps -- about 6 minutes on 2 CPU cores for the shipped 2,926-pair
+corpus (data/gettext-gnu-de), a few seconds of it per validation. The paper's schedule on a GPU:
+--preset base --max-tokens 25000 --warmup 4000 --max-steps 100000 --lr 7e-4 (its d_model^-0.5 *
+warmup^-0.5). Progress and validations go to stderr (a line every 30 s in a log)."""
 
 
 def add_parser(subparsers):
+    from .args import fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
     p = subparsers.add_parser(
         "translate-train", help="train a Transformer (encoder-decoder) translation model",
         description="Train the Transformer of 'Attention Is All You Need' on line-aligned parallel text: "
@@ -32,45 +41,51 @@ def add_parser(subparsers):
     g.add_argument("--tgt", metavar="LANG", help="target language suffix with --data (e.g. de, zh_CN)")
     for name in ("train-src", "train-tgt", "valid-src", "valid-tgt"):
         g.add_argument(f"--{name}", metavar="FILE", help="line-aligned UTF-8 text (instead of --data)")
-    g.add_argument("--max-sentence-tokens", type=int, default=256,
+    g.add_argument("--max-sentence-tokens", type=positive_int, default=256,
                    help="skip pairs with more subword tokens on either side (256)")
     g = p.add_argument_group("vocabulary")
-    g.add_argument("--vocab-size", type=int, default=8000, help="subword vocabulary to learn per side or joint (8000)")
+    g.add_argument("--vocab-size", type=positive_int, default=8000, help="subword vocabulary to learn per side or joint (8000)")
     g.add_argument("--joint-vocab", action="store_true",
                    help="one vocabulary for both languages, its embeddings shared by encoder, decoder and "
                         "output (the paper's en-de setting)")
     g.add_argument("--vocab", metavar="DIR", help="reuse a model folder's (or OUT/vocab's) vocabularies")
-    g.add_argument("--min-frequency", type=int, default=2, help="merge only pairs seen this often (2)")
+    g.add_argument("--min-frequency", type=positive_int, default=2, help="merge only pairs seen this often (2)")
     g = p.add_argument_group("model")
     g.add_argument("--preset", default="small", choices=sorted(PRESETS),
                    help="base (the paper's, 6+6 layers of 512), small (3+3 of 256; default), test")
-    g.add_argument("--layers", type=int, help="encoder and decoder layers each")
-    g.add_argument("--d-model", type=int), g.add_argument("--heads", type=int), g.add_argument("--ffn-dim", type=int)
-    g.add_argument("--dropout", type=float, help="P_drop (0.1 in the presets)")
-    g.add_argument("--max-positions", type=int, default=512, help="longest sentence the model handles (512)")
+    g.add_argument("--layers", type=positive_int, help="encoder and decoder layers each")
+    for name in ("--d-model", "--heads", "--ffn-dim"):
+        g.add_argument(name, type=positive_int)
+    g.add_argument("--dropout", type=fraction, help="P_drop (0.1 in the presets)")
+    g.add_argument("--max-positions", type=positive_int, default=512,
+                   help="longest sentence the model handles, EOS included (512; at least 3)")
     g = p.add_argument_group("optimisation")
-    g.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per micro-batch and side (4096)")
-    g.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (1)")
-    g.add_argument("--lr", type=float, help="peak learning rate (default: the paper's d_model^-0.5 * warmup^-0.5)")
-    g.add_argument("--warmup", type=int, default=4000, help="linear warmup steps (4000)")
+    g.add_argument("--max-tokens", type=positive_int, default=1024,
+                   help="padded tokens per micro-batch and side (1024)")
+    g.add_argument("--grad-accum", type=positive_int, default=1, help="micro-batches per optimizer step (1)")
+    g.add_argument("--lr", type=positive_float, default=1e-3, help="peak learning rate (1e-3)")
+    g.add_argument("--warmup", type=nonnegative_int, default=100, help="linear warmup steps (100)")
     g.add_argument("--schedule", choices=["inverse_sqrt", "linear"], default="inverse_sqrt",
                    help="after warmup: the paper's inverse square root (default) or linear decay to 0")
-    g.add_argument("--label-smoothing", type=float, default=0.1, help="epsilon_ls (0.1)")
-    g.add_argument("--clip-norm", type=float, default=0.0, help="clip the gradient norm (0: off, as the paper)")
-    g.add_argument("--max-steps", type=int, default=100_000, help="optimizer steps (100000)")
-    g.add_argument("--max-minutes", type=float, help="stop (saving a resumable checkpoint) after this long")
-    g.add_argument("--eval-interval", type=int, default=1000, help="steps between validations (1000)")
-    g.add_argument("--save-interval", type=int, help="steps between checkpoints (default: --eval-interval)")
-    g.add_argument("--bleu-sentences", type=int, default=500,
-                   help="validation sentences translated (greedily) for BLEU at each validation (500; 0: none)")
-    g.add_argument("--average-last", type=int, default=0, metavar="N",
+    g.add_argument("--label-smoothing", type=fraction, default=0.1, help="epsilon_ls (0.1)")
+    g.add_argument("--clip-norm", type=nonnegative_float, default=0.0,
+                   help="clip the gradient norm (0: off, as the paper)")
+    g.add_argument("--max-steps", type=positive_int, default=500, help="optimizer steps (500)")
+    g.add_argument("--max-minutes", type=positive_float, help="stop (saving a resumable checkpoint) after this long")
+    g.add_argument("--eval-interval", type=positive_int, default=250, help="steps between validations (250)")
+    g.add_argument("--save-interval", type=positive_int, help="steps between checkpoints (default: --eval-interval)")
+    g.add_argument("--bleu-sentences", type=nonnegative_int, default=100,
+                   help="validation sentences translated (greedily) for BLEU at each validation (100; 0: none)")
+    g.add_argument("--average-last", type=nonnegative_int, default=0, metavar="N",
                    help="write the mean of the last N checkpoints' weights as the model (paper: 5)")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=nonnegative_int, default=0)
     g.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
     g.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                    help="fp32 (default), or bf16/fp16 autocast (fp16 on CUDA only)")
-    g.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    g.add_argument("--resume", action="store_true",
+                   help="continue from OUT/checkpoint.pt (with the data files and vocabulary settings it started with)")
     g.add_argument("--overwrite", action="store_true", help="start afresh in an OUT that holds a checkpoint")
+    g.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     p.set_defaults(run=run)
 
 
@@ -90,12 +105,12 @@ def data_paths(args) -> tuple[str, str, str, str]:
 
 
 def vocabularies(args, train_src, train_tgt):
-    """The run's (source, target) tokenizers: OUT/vocab when it exists (a resumed run), --vocab,
-    or learned from the training files, then saved to OUT/vocab."""
+    """The run's (source, target) tokenizers: OUT/vocab for a resumed run, --vocab, or learned from
+    the training files; saved to OUT/vocab."""
     from ..io import read_lines
     from ..tokenization.subword import SubwordTokenizer
     saved = os.path.join(args.out, "vocab")
-    folder = saved if os.path.exists(os.path.join(saved, "source_tokenizer")) and args.resume else args.vocab
+    folder = saved if args.resume else args.vocab
     if folder:
         sides = [os.path.join(folder, f"{side}_tokenizer") for side in ("source", "target")]
         if not all(os.path.isdir(s) for s in sides):
@@ -114,8 +129,16 @@ def vocabularies(args, train_src, train_tgt):
     return source, target
 
 
+def data_settings(args) -> dict:
+    """The flags that shape the vocabulary and the data, as inputs.json records them."""
+    learned = {"--joint-vocab": args.joint_vocab, "--vocab-size": args.vocab_size,
+               "--min-frequency": args.min_frequency}
+    return {"--vocab": os.path.abspath(args.vocab) if args.vocab else None,
+            **(learned if not args.vocab else {}), "--max-sentence-tokens": args.max_sentence_tokens}
+
+
 def model_config(args, source, target):
-    from ..models.transformer import TransformerConfig
+    from ..models.transformer_config import TransformerConfig
     joint = source.vocab == target.vocab and source.merges == target.merges
     sizes = {k: v for k, v in (("encoder_layers", args.layers), ("decoder_layers", args.layers),
                                ("d_model", args.d_model), ("attention_heads", args.heads),
@@ -127,19 +150,33 @@ def model_config(args, source, target):
 
 
 def run(args):
+    from .. import validate
     from ..data.parallel import ParallelData
     from ..interop.translation_folder import bleu_tokenize
+    from ..io import make_folder
+    from ..training import run_inputs
     from ..training.checkpoint import check_resume
     from ..training.translation_trainer import TranslationSettings, train_translation
+    validate.check_number("--max-positions", args.max_positions, integer=True, minimum=3)  # BOS, EOS and a token
     train_src, train_tgt, valid_src, valid_tgt = paths = data_paths(args)
     for path in paths:
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")
     check_resume(args.out, args.resume, args.overwrite)
+    if args.resume:
+        run_inputs.check(args.out, paths, data_settings(args))
+    else:
+        run_inputs.clear(make_folder(args.out))
     source, target = vocabularies(args, train_src, train_tgt)
+    if not args.resume:
+        run_inputs.record(args.out, paths, data_settings(args))
     longest = min(args.max_sentence_tokens, args.max_positions - 2)
     train = ParallelData.from_files(train_src, train_tgt, source, target, longest)
     valid = ParallelData.from_files(valid_src, valid_tgt, source, target, longest)
+    need = max(int(data.lengths.max()) for data in (train, valid))
+    if need > args.max_tokens:
+        raise ValueError(f"--max-tokens {args.max_tokens}: the longest pair needs {need} tokens (a side and its EOS); "
+                         "raise --max-tokens or lower --max-sentence-tokens")
     print(f"train {train.summary()}\nvalid {valid.summary()}", file=sys.stderr)
     config = model_config(args, source, target)
     target_lang = args.tgt or os.path.splitext(train_tgt)[1].lstrip(".")
@@ -149,7 +186,7 @@ def run(args):
         max_steps=args.max_steps, max_minutes=args.max_minutes, eval_interval=args.eval_interval,
         save_interval=args.save_interval or args.eval_interval, bleu_sentences=args.bleu_sentences,
         bleu_tokenize=bleu_tokenize(target_lang), average_last=args.average_last, seed=args.seed,
-        device=args.device, precision=args.precision, resume=args.resume, progress=sys.stderr.isatty())
+        device=args.device, precision=args.precision, resume=args.resume, progress=not args.quiet)
     model_settings = {"source_lang": args.src or os.path.splitext(train_src)[1].lstrip("."),
                       "target_lang": target_lang, "bleu_tokenize": settings.bleu_tokenize}
     summary = train_translation(settings, train, valid, source, target, model_settings)

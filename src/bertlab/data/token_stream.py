@@ -15,9 +15,9 @@ from collections import Counter
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from ..io import atomic_write, atomic_write_text, read_lines
+from ..progress import progress_bar
 
 CHUNK_LINES = 64  # lines per held-out/train unit
 
@@ -62,7 +62,7 @@ def encode_lines(lines: list[str], tokenizer, desc="encoding") -> np.ndarray:
     """Token ids of the lines, each followed by its newline."""
     dtype = _dtype(tokenizer.vocab_size)
     pieces = [np.asarray(tokenizer.encode(line + "\n"), dtype=dtype)
-              for line in tqdm(lines, desc=desc, unit="lines", mininterval=1, disable=len(lines) < 20000)]
+              for line in progress_bar(lines, desc=desc, unit="lines", enabled=len(lines) >= 20000)]
     return np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
 
 

@@ -9,8 +9,8 @@ import time
 from dataclasses import asdict, dataclass
 
 import torch
-from tqdm import tqdm
 
+from .. import progress, validate
 from ..data.token_stream import TokenStream, eval_blocks
 from ..device import autocast_dtype, pick_device
 from ..models.gpt import GPT, GPTConfig
@@ -19,7 +19,7 @@ from .distributed import (DistInfo, all_agree, barrier, cleanup, gather_objects,
                           setup_distributed)
 from .metrics import MetricsLog, plot_curves
 from .optim import make_adamw
-from .schedules import make_scheduler
+from .schedules import SCHEDULES, make_scheduler
 
 
 @dataclass
@@ -48,6 +48,21 @@ class TrainSettings:
     resume: bool = False
     progress: bool = True
 
+    def __post_init__(self):
+        validate.check_fields(self, {
+            "batch_size": validate.positive_int, "block_size": validate.positive_int,
+            "grad_accum": validate.positive_int, "lr": validate.positive_float, "min_lr_ratio": validate.fraction,
+            "warmup": validate.nonnegative_int, "max_steps": validate.positive_int,
+            "weight_decay": validate.nonnegative_float, "grad_clip": validate.nonnegative_float,
+            "eval_interval": validate.positive_int, "eval_tokens": validate.positive_int,
+            "save_interval": validate.positive_int, "seed": validate.nonnegative_int})
+        validate.positive_int("schedule_steps", self.schedule_steps, optional=True)
+        validate.nonnegative_float("max_minutes", self.max_minutes, optional=True)  # 0: stop after one step
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {self.schedule!r}; choose one of {SCHEDULES}")
+        if self.block_size > self.model.n_positions:
+            raise ValueError(f"block_size {self.block_size}: more than the model's {self.model.n_positions} positions")
+
 
 def autocast_context(device, dtype):
     return torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
@@ -62,6 +77,8 @@ def train_step(model, optimizer, scheduler, next_batch, grad_accum=1, grad_clip=
     batch grad_accum times as large. Under DDP, gradients are all-reduced only on the last
     micro-batch (no_sync before it): one communication per step instead of one per micro-batch.
     """
+    validate.positive_int("grad_accum", grad_accum)
+    validate.nonnegative_float("grad_clip", grad_clip)  # a negative norm would flip the gradients
     total = 0.0
     for micro in range(grad_accum):
         batch = next_batch()
@@ -173,8 +190,8 @@ def train_gpt(s: TrainSettings) -> dict:
     run = _Run(s)
     info, start, first_step = run.info, time.time(), run.step
     tokens_per_step = s.batch_size * s.block_size * s.grad_accum * info.world_size
-    bar = tqdm(total=s.max_steps, initial=run.step, unit="step", disable=not (info.is_main and s.progress),
-               dynamic_ncols=True)
+    bar = progress.progress_bar(total=s.max_steps, initial=run.step, unit="step", desc="gpt-train",
+                                enabled=info.is_main and s.progress)
     autocast, loss, stopped_early = autocast_context(run.device, run.dtype), float("nan"), False
     run.net.train()
     while run.step < s.max_steps:
@@ -185,10 +202,12 @@ def train_gpt(s: TrainSettings) -> dict:
         elapsed = time.time() - start
         speed = (run.step - first_step) * tokens_per_step / elapsed
         run.log.write(run.step, "train", loss=loss, lr=lr, tokens_per_s=speed)
+        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}", refresh=False)
         bar.update(1)
-        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
         if run.step % s.eval_interval == 0:
-            bar.write(f"step {run.step}: held-out loss {run.evaluate():.4f}") if info.is_main else run.evaluate()
+            held_out = run.evaluate()
+            if info.is_main:
+                progress.write(f"step {run.step}: held-out loss {held_out:.4f}")
         if run.step % s.save_interval == 0:
             run.save()
         if s.max_minutes is not None and all_agree(elapsed > s.max_minutes * 60, info):

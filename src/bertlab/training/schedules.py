@@ -4,6 +4,8 @@ import math
 
 import torch
 
+from .. import validate
+
 SCHEDULES = ("cosine", "linear", "inverse_sqrt", "constant")
 
 
@@ -26,6 +28,10 @@ def lr_multiplier(step: int, kind: str, warmup: int, total: int, min_ratio: floa
 
 
 def make_scheduler(optimizer, kind: str = "cosine", warmup: int = 0, total: int = 1, min_ratio: float = 0.1):
-    lr_multiplier(0, kind, warmup, total, min_ratio)  # validate now, not at the first step
+    # validate now, not at the first step
+    validate.nonnegative_int("warmup", warmup)
+    validate.nonnegative_int("total", total)
+    validate.fraction("min_ratio", min_ratio)
+    lr_multiplier(0, kind, warmup, total, min_ratio)
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_multiplier(step, kind, warmup, total, min_ratio))

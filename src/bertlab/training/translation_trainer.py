@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
 
+from .. import progress, validate
 from ..data.parallel import ParallelData
 from ..device import autocast_dtype, pick_device
 from ..inference.translate import translate_ids
@@ -51,6 +51,19 @@ class TranslationSettings:
     precision: str = "fp32"
     resume: bool = False
     progress: bool = True
+
+    def __post_init__(self):
+        validate.check_fields(self, {
+            "max_tokens": validate.positive_int, "grad_accum": validate.positive_int,
+            "warmup": validate.nonnegative_int, "min_lr_ratio": validate.fraction,
+            "label_smoothing": validate.fraction, "grad_clip": validate.nonnegative_float,
+            "max_steps": validate.positive_int, "eval_interval": validate.positive_int,
+            "save_interval": validate.positive_int, "bleu_sentences": validate.nonnegative_int,
+            "average_last": validate.nonnegative_int, "seed": validate.nonnegative_int})
+        validate.positive_float("lr", self.lr, optional=True)
+        validate.nonnegative_float("max_minutes", self.max_minutes, optional=True)  # 0: stop after one step
+        if self.schedule not in ("inverse_sqrt", "linear"):
+            raise ValueError(f"schedule {self.schedule!r}: choose inverse_sqrt or linear")
 
     @property
     def peak_lr(self) -> float:
@@ -211,7 +224,8 @@ def train_translation(s: TranslationSettings, train: ParallelData, valid: Parall
     average_last) and OUT/summary.json; return the summary with the trained model under "model"."""
     run = _Run(s, train, valid)
     start, seen_tokens = time.time(), 0
-    bar = tqdm(total=s.max_steps, initial=run.step, unit="step", disable=not s.progress, dynamic_ncols=True)
+    bar = progress.progress_bar(total=s.max_steps, initial=run.step, unit="step", desc="translate-train",
+                                enabled=s.progress)
     loss, stopped_by_time = float("nan"), False
     run.model.train()
     while run.step < s.max_steps:
@@ -221,11 +235,11 @@ def train_translation(s: TranslationSettings, train: ParallelData, valid: Parall
         speed = seen_tokens / (time.time() - start)
         run.log.write(run.step, "train", loss=loss, lr=lr, target_tokens=tokens, tokens_per_s=speed,
                       epoch=run.stream.epoch)
+        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tgt_tok_s=f"{speed:,.0f}", refresh=False)
         bar.update(1)
-        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tgt_tok_s=f"{speed:,.0f}")
         if run.step % s.eval_interval == 0:
             values = run.evaluate(target_tokenizer)
-            bar.write(f"step {run.step}: " + ", ".join(f"valid {k} {v:.3f}" for k, v in values.items()))
+            progress.write(f"step {run.step}: " + ", ".join(f"valid {k} {v:.3f}" for k, v in values.items()))
         if run.step % s.save_interval == 0:
             run.save()
         if s.max_minutes is not None and time.time() - start > s.max_minutes * 60:
