@@ -43,8 +43,7 @@ def add_parser(subparsers):
 def load_model(args):
     """(model on its device, tokenizer, autocast dtype, tokens per text) for embed and similar."""
     from ..device import autocast_dtype, pick_device
-    from ..interop import load_pretrained, resolve
-    from ..interop.pretrained import max_seq_length
+    from ..interop import load_pretrained, max_seq_length, resolve
     device = pick_device(args.device)
     dtype = autocast_dtype(args.precision, device)
     model, tokenizer, _ = load_pretrained(args.model)

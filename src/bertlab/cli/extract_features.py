@@ -34,7 +34,8 @@ def add_parser(subparsers):
         description=textwrap.fill(
             "Run each line of FILE through BERT and write the hidden states of the chosen layers for every "
             "token, as google-research/bert's extract_features.py does. A line 'A ||| B' is a sentence pair "
-            "([CLS] A [SEP] B [SEP], segment ids 0 then 1).", 79),
+            "([CLS] A [SEP] B [SEP], segment ids 0 then 1); a blank line gives [CLS] [SEP] alone, as in google's "
+            "script, so lines and outputs stay aligned.", 79),
         epilog=LAYOUT, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", metavar="FILE", help="UTF-8 text file, one text per line ('-' for stdin)")
     add_output_arguments(p, required=True, metavar="OUT",

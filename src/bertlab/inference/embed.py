@@ -103,8 +103,9 @@ def encode_texts(tokenizer, texts, max_length: int) -> tuple[list[list[int]], li
 def embed_texts(model, tokenizer, texts, pooling="mean", normalize=False, batch_size=64, max_length=None,
                 dtype=None, progress=False):
     """Embed raw texts: our WordPiece tokenizer, then `embed_ids`. Texts longer than `max_length`
-    tokens (default: the model's max_position_embeddings) keep their first tokens and [SEP]; blank
-    texts get all-zero rows."""
+    tokens keep their first tokens and [SEP]; blank texts get all-zero rows. The default length is
+    the model's max_position_embeddings: a sentence-transformers model is meant to be cut shorter,
+    at interop.max_seq_length(folder, config) (256 for all-MiniLM-L6-v2), as `bertlab embed` does."""
     limit = model.config.max_position_embeddings
     max_length = check_number("max_length", max_length or limit, integer=True, minimum=2, maximum=limit)
     sequences, _ = encode_texts(tokenizer, texts, max_length)
