@@ -31,7 +31,8 @@ def add_parser(subparsers):
     g.add_argument("--tokenizer", default="bpe", metavar="bpe|char|DIR",
                    help="learn byte-level BPE from the files (default), use characters, or load "
                         "vocab.json + merges.txt from DIR (e.g. GPT-2's own)")
-    g.add_argument("--vocab-size", type=positive_int, default=8000, help="BPE vocabulary to learn (default 8000)")
+    g.add_argument("--vocab-size", type=positive_int, default=8000,
+                   help="BPE vocabulary to learn, at least 257 (default 8000)")
     g.add_argument("--val-fraction", type=positive_float, default=0.05,
                    help="share of lines held out, 0 < F < 1 (default 0.05)")
     g = p.add_argument_group("model")

@@ -44,7 +44,7 @@ def read_corpus(paths) -> list[list[str]]:
 def split_lines(files: list[list[str]], val_fraction: float) -> tuple[list[str], list[str]]:
     """(train lines, held-out lines): every k-th chunk of CHUNK_LINES lines is held out."""
     if not 0 < val_fraction < 1:
-        raise ValueError(f"val fraction must be in (0, 1), got {val_fraction}")
+        raise ValueError(f"val_fraction {val_fraction}: must be more than 0 and less than 1")
     every = max(2, round(1 / val_fraction))
     train, val = [], []
     chunk = 0

@@ -134,6 +134,9 @@ class ByteLevelBPETokenizer:
     def train(cls, texts, vocab_size: int = 8000, min_frequency: int = 2, show_progress=False):
         """Learn merges from an iterable of strings with the `tokenizers` library's BPE trainer
         (GPT-2 pre-tokenization, all 256 bytes in the initial alphabet, <|endoftext|> special)."""
+        if vocab_size < 257:  # the trainer would quietly make the 257 it needs
+            raise ValueError(f"vocab_size {vocab_size}: a byte-level BPE needs at least 257 tokens (the 256 bytes "
+                             "and <|endoftext|>)")
         from tokenizers import ByteLevelBPETokenizer as Trainer
         trainer = Trainer(add_prefix_space=False)
         trainer.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=min_frequency,
