@@ -15,6 +15,8 @@ class _LogLines(tqdm):
     """tqdm that writes whole lines (no carriage returns) at most every LOG_INTERVAL_S seconds."""
 
     def display(self, msg=None, pos=None):
+        if self.n == 0:  # nothing done yet (or nothing to do): no line to show
+            return True
         self.fp.write((msg or self.__str__()).strip() + "\n")
         self.fp.flush()
         return True
