@@ -43,7 +43,7 @@ class SequenceClassificationTask(Task):
     metric = "accuracy"
 
     def __init__(self, labels=None, max_seq_length=128, *, text_a="sentence", text_b=None, label="label",
-                 header=True, kind="auto", quoting=True, metric=None, doc_stride=None, long_inputs=None, **options):
+                 header=True, kind="auto", quoting=True, metric=None, doc_stride=None, long_inputs=None):
         if long_inputs not in (None, *LONG_INPUTS):
             raise ValueError(f"long_inputs {long_inputs!r}: choose one of {', '.join(LONG_INPUTS)}")
         if text_b is not None and (long_inputs == "windows" or doc_stride is not None):
@@ -52,7 +52,7 @@ class SequenceClassificationTask(Task):
         long_inputs = long_inputs or ("truncate" if text_b is not None else DEFAULT_LONG_INPUTS)
         super().__init__(labels, max_seq_length, text_a=text_a, text_b=text_b, label=label, header=header,
                          kind=kind, quoting=quoting, metric=metric or self.metric, doc_stride=doc_stride,
-                         long_inputs=long_inputs, **options)
+                         long_inputs=long_inputs)
         self.metric = self.options["metric"]
         if self.metric not in METRICS[self.family]:
             raise ValueError(f"unknown metric {self.metric!r} for {self.name}; "

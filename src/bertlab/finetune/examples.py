@@ -44,7 +44,7 @@ def read_table(path, fmt: TableFormat) -> list[InputExample]:
         text_b = field(row, fmt.text_b, where, "text_b") if fmt.text_b is not None else None
         examples.append(InputExample(where, field(row, fmt.text_a, where, "text_a"), text_b, label))
     if not examples:
-        raise ValueError(f"{path}: no examples (the file has a header but no rows)")
+        raise ValueError(f"{path}: no examples: the file holds no data rows (only a header or blank lines)")
     return examples
 
 

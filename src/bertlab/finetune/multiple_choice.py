@@ -31,12 +31,11 @@ class MultipleChoiceTask(Task):
     metric = "accuracy"
 
     def __init__(self, labels=None, max_seq_length=128, *, context="sent1", prefix="sent2",
-                 endings=("ending0", "ending1", "ending2", "ending3"), label="label", **options):
+                 endings=("ending0", "ending1", "ending2", "ending3"), label="label"):
         endings = list(endings.split(",") if isinstance(endings, str) else endings)
         if len(endings) < 2:
             raise ValueError(f"multiple choice needs two or more ending columns, got {endings}")
-        super().__init__(labels, max_seq_length, context=context, prefix=prefix, endings=endings,
-                         label=label, **options)
+        super().__init__(labels, max_seq_length, context=context, prefix=prefix, endings=endings, label=label)
         self.format = TableFormat(context, None, label)
 
     @property
@@ -53,7 +52,7 @@ class MultipleChoiceTask(Task):
                 label = _choice_index(row[o["label"]], self.num_choices, where)
             examples.append(MultipleChoiceExample(where, field(row, o["context"], where, "context"), endings, label))
         if not examples:
-            raise ValueError(f"{path}: no examples")
+            raise ValueError(f"{path}: no examples: the file holds no data rows (only a header or blank lines)")
         return examples
 
     def fit_labels(self, train_examples):

@@ -74,7 +74,7 @@ def _load_json(path):
     with open(path, "rb") as f:
         raw = f.read()
     if not raw.strip():
-        raise ValueError(f"{path}: the file is empty")
+        raise ValueError(f"{path}: the file is empty (or blank)")
     try:
         return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:

@@ -93,8 +93,8 @@ class Task(ABC):
                                                        else [f["input_ids"]]))
         longest = max(map(len, sequences), default=0)
         if longest > positions:
-            raise ValueError(f"max_seq_length {self.max_seq_length}: inputs of up to {longest} tokens, but the model "
-                             f"has {positions} positions; use --max-seq-length {positions} or less")
+            raise ValueError(f"max_seq_length {self.max_seq_length} is more than the model's {positions} positions, "
+                             f"and an input has {longest} tokens: fine-tune with --max-seq-length {positions} or less")
 
     def state(self) -> dict:
         """What `predict` needs to rebuild this task from a model folder (task.json)."""

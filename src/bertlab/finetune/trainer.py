@@ -147,12 +147,7 @@ def finetune(task, model, tokenizer, train_examples, dev_examples, out_dir, s: F
     device = pick_device(s.device)
     dtype = autocast_dtype(s.precision, device)
     model.to(device).train()
-    train_features = task.featurize(train_examples, tokenizer)
-    dev_features = task.featurize(dev_examples, tokenizer) if dev_examples else []
-    task.check_positions(train_features + dev_features, model.config.max_position_embeddings)
-    write(f"{task.name}: an epoch holds {task.describe(train_examples, train_features)}")
-    if dev_examples:
-        write(f"{task.name}: dev holds {task.describe(dev_examples, dev_features)}")
+    train_features, dev_features = _features(task, tokenizer, train_examples, dev_examples, model.config)
     steps_per_epoch = math.ceil(len(train_features) / (s.batch_size * s.grad_accum))
     total = s.max_steps or max(1, math.ceil(s.epochs * steps_per_epoch))
     optimizer = make_adamw(model, s.lr, s.weight_decay, betas=(0.9, 0.999), eps=1e-6)
@@ -171,9 +166,9 @@ def finetune(task, model, tokenizer, train_examples, dev_examples, out_dir, s: F
     else:
         log.truncate_after(-1)  # a fresh run starts a fresh log
     loss_of = lambda m, b: task.loss(task.forward(m, b), b)  # noqa: E731
-    start, first_step, early_stop, out_of_time = time.perf_counter(), step, False, False
+    start, first_step, early_stop, stopped_by_time = time.perf_counter(), step, False, False
     bar = progress_bar(total=total, initial=step, desc=f"finetune {task.name}", unit="step", enabled=s.progress)
-    while step < total and not (early_stop or out_of_time):
+    while step < total:
         step += 1
         tick = time.perf_counter()
         loss = train_step(model, optimizer, scheduler, batches, s.grad_accum, s.grad_clip,
@@ -187,30 +182,46 @@ def finetune(task, model, tokenizer, train_examples, dev_examples, out_dir, s: F
         out_of_time = s.max_minutes is not None and time.perf_counter() - start > 60 * s.max_minutes
         if step % eval_every and step < total and not out_of_time:
             continue
-        if dev_examples:
-            early_stop = _evaluate(task, model, tokenizer, dev_examples, dev_features, s, dtype, step, tally, log, folder)
-        if step < total and not early_stop:
-            save_checkpoint(ckpt, model=model, optimizer=optimizer, scheduler=scheduler, step=step,
-                            data_state=batches.state_dict(), extra={**run, "tally": asdict(tally)})
-        else:
-            out_of_time = False  # the run is complete anyway
+        if dev_examples and _evaluate(task, model, tokenizer, dev_examples, dev_features, s, dtype, step, tally, log,
+                                      folder):
+            early_stop = True
+            break
+        if step == total:
+            break
+        save_checkpoint(ckpt, model=model, optimizer=optimizer, scheduler=scheduler, step=step,
+                        data_state=batches.state_dict(), extra={**run, "tally": asdict(tally)})
+        if out_of_time:
+            stopped_by_time = True
+            break
     bar.close()
     if early_stop:
         write(f"early stop: no better dev {task.metric} in {s.patience} evaluations")
-    if out_of_time:
+    if stopped_by_time:
         write(f"stopped at step {step}: the {s.max_minutes}-minute budget is spent; --resume continues the run")
     if not dev_examples:
         save_finetuned(folder, model, tokenizer, task)
-    if not out_of_time and os.path.exists(ckpt):
+    if not stopped_by_time and os.path.exists(ckpt):
         os.remove(ckpt)  # the run is complete: nothing to resume, and it is three times the model's size
     summary = {"task": task.name, "metric": task.metric, "steps": step, "total_steps": total,
                "kept_model": f"best dev {task.metric}" if dev_examples else "last step (no dev set to score)",
                "train_examples_per_s": batches.examples_seen / max(tally.train_seconds, 1e-9),
                "minutes": (time.perf_counter() - start) / 60, "resumed_from_step": first_step if s.resume else None,
-               "stopped_by_time": out_of_time, "settings": asdict(s)}
+               "stopped_by_time": stopped_by_time, "settings": asdict(s)}
     if dev_examples:
         summary.update(best_score=tally.best_score, best_step=tally.best_step, dev=tally.best_metrics)
     return summary
+
+
+def _features(task, tokenizer, train_examples, dev_examples, config) -> tuple[list, list]:
+    """The training and dev features, checked against the model's positions; how much an epoch holds
+    (examples, windows, truncations) is said on stderr, since windows multiply its work."""
+    train_features = task.featurize(train_examples, tokenizer)
+    dev_features = task.featurize(dev_examples, tokenizer) if dev_examples else []
+    task.check_positions(train_features + dev_features, config.max_position_embeddings)
+    write(f"{task.name}: an epoch holds {task.describe(train_examples, train_features)}")
+    if dev_examples:
+        write(f"{task.name}: dev holds {task.describe(dev_examples, dev_features)}")
+    return train_features, dev_features
 
 
 def _evaluate(task, model, tokenizer, examples, features, s, dtype, step, tally: _Tally, log, folder) -> bool:
