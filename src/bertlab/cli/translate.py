@@ -54,6 +54,8 @@ def run(args):
     refs = read_lines(args.ref, allow_empty_file=True) if args.ref else None
     if refs is not None and len(refs) != len(lines):
         raise ValueError(f"{args.ref} has {len(refs)} lines, the input {len(lines)}")
+    if refs is not None and not lines:
+        raise ValueError(f"{'stdin' if args.file == '-' else args.file}: no lines, so nothing to score against {args.ref}")
     sources = _fit(args.file, [source.encode(line) for line in lines], max_source_tokens(model.config))
     with torch.inference_mode():
         results = translate_ids(model, sources, args.beam, args.nbest, args.length_penalty, args.batch_size,
