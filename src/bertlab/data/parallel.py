@@ -155,7 +155,8 @@ class ParallelData:
                   "skipped_too_long": len(text.sources) - len(kept),
                   "max_tokens_per_sentence": max_tokens_per_sentence}
         if not kept:
-            raise ValueError(f"{text.name}: no pairs left ({report})")
+            raise ValueError(f"{text.name}: no pairs left: {report['skipped_empty']:,} with an empty side, "
+                             f"{report['skipped_too_long']:,} over {max_tokens_per_sentence} tokens")
         return cls([k[0] for k in kept], [k[1] for k in kept], _Ragged([k[2] for k in kept]),
                    _Ragged([k[3] for k in kept]), target_tokenizer.pad_id, target_tokenizer.bos_id,
                    target_tokenizer.eos_id, report)
