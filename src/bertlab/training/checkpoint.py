@@ -16,8 +16,9 @@ from ..io import atomic_write, remove_stale_temp_files
 
 
 def rng_states() -> dict:
-    _, keys, position, has_gauss, cached_gaussian = np.random.get_state()  # ("MT19937", array, ...)
-    numpy_state = {"keys": torch.from_numpy(keys.copy()), "position": int(position), "has_gauss": int(has_gauss),
+    _, keys, position, has_gauss, cached_gaussian = np.random.get_state()  # ("MT19937", uint32 array, ...)
+    # int64, not uint32: torch's uint32 tensors do not survive all_gather_object (DDP's gather)
+    numpy_state = {"keys": torch.from_numpy(keys.astype(np.int64)), "position": int(position), "has_gauss": int(has_gauss),
                    "cached_gaussian": float(cached_gaussian)}
     states = {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
@@ -28,7 +29,7 @@ def rng_states() -> dict:
 def set_rng_states(states: dict):
     random.setstate(states["python"])
     n = states["numpy"]
-    np.random.set_state(("MT19937", n["keys"].numpy(), n["position"], n["has_gauss"], n["cached_gaussian"]))
+    np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["position"], n["has_gauss"], n["cached_gaussian"]))
     torch.set_rng_state(states["torch"])
     if "cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["cuda"])
