@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -84,6 +85,10 @@ def data(tmp_path_factory):
         models[task] = str(out / "model")
     files["dev"] = write(root / "dev.tsv", sentiment_tsv(8, offset=16))
     return {"root": root, "base": base, "files": files, "models": models}
+
+
+def jsonl(path) -> list:
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines()]
 
 
 def finetune_args(data, task="classify", *extra, out=None, **files):
@@ -226,6 +231,7 @@ CROSS_CHECKS = {
     "max-seq-length-2": ("classify", ["--max-seq-length", "2"], "max_seq_length 2: too small for classify"),
     "squad-max-seq-length-4": ("squad", ["--max-seq-length", "4"], "max_seq_length 4: too small for squad"),
     "stride-equal-length": ("classify", ["--max-seq-length", "16", "--doc-stride", "16"], "doc_stride 16"),
+    "stride-with-truncate": ("classify", ["--doc-stride", "8"], "--long-inputs windows"),
     "stride-over-length": ("ner", ["--max-seq-length", "16", "--doc-stride", "40"], "doc_stride 40"),
     "squad-stride": ("squad", ["--max-seq-length", "32", "--doc-stride", "32"], "doc_stride 32"),
     "stride-multiple-choice": ("multiple_choice", ["--doc-stride", "8"], "--doc-stride"),
@@ -298,9 +304,9 @@ def test_predict_refuses_to_replace_an_existing_output(data, tmp_path):
     target = write(tmp_path / "p.jsonl", "keep me\n")
     args = ["predict", "--model", data["models"]["classify"], data["files"]["dev"], "--quiet", "-o", target]
     assert_error(run_cli(*args), target, "already exists", "--overwrite")
-    assert open(target).read() == "keep me\n"
+    assert Path(target).read_text() == "keep me\n"
     assert_ok(run_cli(*args, "--overwrite"))
-    assert len(open(target).read().splitlines()) == 8
+    assert len(Path(target).read_text().splitlines()) == 8
 
 
 def test_unwritable_outputs_are_refused_before_any_work(data, tmp_path):
@@ -319,7 +325,7 @@ def test_non_ascii_text_trains_and_predicts(data, tmp_path):
                                    ("naïve poor", "neg")] * 2))
     out = tmp_path / "run"
     assert_ok(run_cli(*finetune_args(data, train=train, dev=train, test=train, out=out)))
-    rows = [json.loads(line) for line in open(out / "test_predictions.jsonl", encoding="utf-8")]
+    rows = jsonl(out / "test_predictions.jsonl")
     assert len(rows) == 8 and {r["gold"] for r in rows} == {"pos", "neg"}
     conll = write(tmp_path / "train.conll", "Zoë B-PER\nlebt O\nin O\nMünchen B-LOC\n\n中 B-LOC\n文 O\n")
     result = assert_ok(run_cli("predict", "--model", data["models"]["ner"], conll, "--quiet"))
@@ -327,13 +333,14 @@ def test_non_ascii_text_trains_and_predicts(data, tmp_path):
     assert [len(t["tags"]) for t in tags] == [4, 2] and tags[0]["words"][0] == "Zoë"
 
 
-@pytest.mark.parametrize("mode", ["windows", "truncate"])
+@pytest.mark.parametrize("mode", ["windows", "truncate", None])  # None: the default, truncate
 def test_very_long_texts_are_read_in_windows_or_truncated_and_counted(data, tmp_path, mode):
     long = " ".join(["good"] * 3000)
     train = write(tmp_path / "train.tsv", f"sentence\tlabel\n{long}\t1\nbad film\t0\n")
     out = tmp_path / "run"
-    result = assert_ok(run_cli(*finetune_args(data, "classify", "--max-seq-length", "32", "--long-inputs", mode,
-                                              train=train, out=out)))
+    flags = ["--long-inputs", mode] if mode else []
+    result = assert_ok(run_cli(*finetune_args(data, "classify", "--max-seq-length", "32", *flags, train=train,
+                                              out=out)))
     windows = math.ceil((3000 - 30) / 15) + 1
     expected = f"2 examples in {windows + 1} windows" if mode == "windows" else "1 truncated to 32 tokens"
     assert f"an epoch holds {expected}" in result.err or expected in result.err, result.err
@@ -358,10 +365,10 @@ def test_without_dev_the_last_model_is_kept_and_no_score_is_reported(data, tmp_p
     summary = json.loads((out / "summary.json").read_text())
     assert "best_score" not in summary and "dev" not in summary and summary["kept_model"].startswith("last step")
     assert "no dev" in result.err and "accuracy" not in result.last_line
-    records = [json.loads(line) for line in open(out / "metrics.jsonl")]
+    records = jsonl(out / "metrics.jsonl")
     assert [r["kind"] for r in records] == ["train", "train"]
     assert not (out / "checkpoint.pt").exists()  # a completed run leaves no checkpoint behind
-    task, model, _ = load_finetuned(out / "model")
+    task, _, _ = load_finetuned(out / "model")
     assert task.labels == ["0", "1"]
 
 
@@ -427,8 +434,7 @@ def test_a_killed_run_resumes_exactly(data, dropout_base, tmp_path, monkeypatch,
     assert_error(run_cli(*args(tmp_path / "killed")), "checkpoint", "--resume")  # not restarted silently
     result = assert_ok(run_cli(*args(tmp_path / "killed"), "--resume"))
     assert "resuming" in result.err and "at step 2 of 5" in result.err
-    whole, resumed = [[json.loads(line) for line in open(tmp_path / run / "metrics.jsonl")]
-                      for run in ("whole", "killed")]
+    whole, resumed = [jsonl(tmp_path / run / "metrics.jsonl") for run in ("whole", "killed")]
     assert resumed == whole  # every per-step loss and learning rate, every dev score
     weights = [(tmp_path / run / "model" / "model.safetensors").read_bytes() for run in ("whole", "killed")]
     assert weights[0] == weights[1]

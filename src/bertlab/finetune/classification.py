@@ -18,7 +18,7 @@ from ..tokenization import truncate_seq_pair
 from . import metrics
 from .examples import TableFormat, read_table
 from .task import Task
-from .windows import DEFAULT_LONG_INPUTS, LONG_INPUTS, Window, sliding_windows
+from .windows import LONG_INPUTS, Window, sliding_windows
 
 METRICS = {"classify": ("accuracy", "macro_f1", "f1", "mcc"), "regression": ("pearson", "spearman", "mse")}
 
@@ -49,10 +49,15 @@ class SequenceClassificationTask(Task):
         if text_b is not None and (long_inputs == "windows" or doc_stride is not None):
             raise ValueError("pairs are truncated longest-first (as google-research/bert does), not read in "
                              "windows: long_inputs='windows' and doc_stride are for single texts")
-        long_inputs = long_inputs or ("truncate" if text_b is not None else DEFAULT_LONG_INPUTS)
+        # Windows unless told otherwise, as before the option existed (model folders saved then have no
+        # long_inputs); the command line asks for "truncate" by default, measured in docs/finetune.md.
+        long_inputs = long_inputs or ("truncate" if text_b is not None else "windows")
         super().__init__(labels, max_seq_length, text_a=text_a, text_b=text_b, label=label, header=header,
                          kind=kind, quoting=quoting, metric=metric or self.metric, doc_stride=doc_stride,
                          long_inputs=long_inputs)
+        if long_inputs == "truncate" and doc_stride is not None:
+            raise ValueError("doc_stride is the stride of long_inputs='windows' (--long-inputs windows); "
+                             "truncated inputs have no windows")
         self.metric = self.options["metric"]
         if self.metric not in METRICS[self.family]:
             raise ValueError(f"unknown metric {self.metric!r} for {self.name}; "

@@ -84,7 +84,7 @@ def load_finetuned(folder):
         raise FileNotFoundError(f"{folder}: no task.json — not a model fine-tuned by `bertlab finetune`")
     state = read_json(path)
     if not isinstance(state.get("task"), str):
-        raise ValueError(f"{path}: no \"task\" name; not a task.json written by `bertlab finetune`")
+        raise ValueError(f"{path}: no \"task\" name; not a task.json written by `bertlab finetune`")  # noqa: TRY004
     try:
         task = make_task(**state)
     except ValueError as e:

@@ -11,7 +11,6 @@ from typing import NamedTuple
 # How sentence classification reads a text longer than max_seq_length (classification.py):
 # its first window only, as google-research/bert and HF do, or every window, their logits averaged.
 LONG_INPUTS = ("truncate", "windows")
-DEFAULT_LONG_INPUTS = "windows"
 
 
 class Window(NamedTuple):
