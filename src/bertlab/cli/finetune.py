@@ -150,13 +150,14 @@ def run(args):
     length = {"max_seq_length": args.max_seq_length} if args.max_seq_length else {}  # else the task's default
     task = make_task(args.task, **length, **task_options(args))
     splits = read_splits(task, args)
-    prepare_output(args.output, args.resume, args.overwrite)
     added = args.add_tokens.split(",") if args.add_tokens else []
     base = lambda: load_base_model(task, args.model, args.init, added, quiet=args.quiet, seed=args.seed)  # noqa: E731
+    model, tokenizer = base()  # a broken model folder is found before OUT is touched
+    prepare_output(args.output, args.resume, args.overwrite)
     if args.grid:
+        del model  # every run of the grid starts from a fresh copy
         summary = run_grid(task, base, splits, args.output, s)
     else:
-        model, tokenizer = base()
         summary = finetune(task, model, tokenizer, splits["train"], splits["dev"], args.output, s)
         records = MetricsLog(os.path.join(args.output, "metrics.jsonl")).read()
         plot_learning_curve(records, os.path.join(args.output, "curves.png"), task.metric,

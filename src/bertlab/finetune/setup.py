@@ -32,6 +32,8 @@ def read_splits(task, args) -> dict:
     train = task.read(files["train"])
     task.fit_labels(train)
     dev = task.read(files["dev"]) if files["dev"] else []
+    if files["test"]:
+        task.read(files["test"])  # predicted after training: a bad file is found now, not then
     if dev:
         task.check_labels(dev, files["dev"])
     else:
