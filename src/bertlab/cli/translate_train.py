@@ -131,10 +131,12 @@ def vocabularies(args, train_src, train_tgt):
 
 def data_settings(args) -> dict:
     """The flags that shape the vocabulary and the data, as inputs.json records them."""
-    learned = {"--joint-vocab": args.joint_vocab, "--vocab-size": args.vocab_size,
-               "--min-frequency": args.min_frequency}
-    return {"--vocab": os.path.abspath(args.vocab) if args.vocab else None,
-            **(learned if not args.vocab else {}), "--max-sentence-tokens": args.max_sentence_tokens}
+    settings = {"--vocab": os.path.abspath(args.vocab) if args.vocab else None}
+    if not args.vocab:  # the vocabulary is learned from the training files with these
+        settings.update({"--joint-vocab": args.joint_vocab, "--vocab-size": args.vocab_size,
+                         "--min-frequency": args.min_frequency})
+    settings["--max-sentence-tokens"] = args.max_sentence_tokens
+    return settings
 
 
 def model_config(args, source, target):
