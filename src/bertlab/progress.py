@@ -14,16 +14,19 @@ LOG_FORMAT = "{desc}: {n_fmt}/{total_fmt} ({percentage:.0f}%) [{elapsed}<{remain
 class _LogLines(tqdm):
     """tqdm that writes whole lines (no carriage returns) at most every LOG_INTERVAL_S seconds."""
 
+    shown = 0  # the count last written
+
     def display(self, msg=None, pos=None):
-        if self.n == 0:  # nothing done yet (or nothing to do): no line to show
+        if self.n == 0 or self.n == self.shown:  # nothing (new) to report
             return True
         self.fp.write((msg or self.__str__()).strip() + "\n")
         self.fp.flush()
+        self.shown = self.n
         return True
 
     def close(self):
         if not self.disable:
-            self.display()  # the final count, on a line of its own
+            self.display()  # the final count, on a line of its own, unless just written
             self.disable = True  # tqdm's own close would add a bare newline
         super().close()
 
@@ -44,5 +47,8 @@ def progress_bar(iterable=None, *, enabled: bool = True, **kwargs) -> tqdm:
 
 
 def write(message: str):
-    """A message on stderr that does not tear a bar in progress."""
-    tqdm.write(message, file=sys.stderr)
+    """A message on stderr that does not tear a bar in progress (a log has no bar to tear)."""
+    if sys.stderr.isatty():
+        tqdm.write(message, file=sys.stderr)
+    else:
+        print(message, file=sys.stderr, flush=True)
