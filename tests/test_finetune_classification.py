@@ -99,7 +99,7 @@ def test_glue_layouts_read_the_official_files(tmp_path):
 
 def test_long_texts_are_read_in_windows_and_their_logits_averaged():
     tokenizer = tiny_tokenizer()
-    task = SequenceClassificationTask(["0", "1"], max_seq_length=8)
+    task = SequenceClassificationTask(["0", "1"], max_seq_length=8, long_inputs="windows")
     from bertlab.finetune.examples import InputExample
     examples = [InputExample("x:1", " ".join(["good"] * 20), label="1"), InputExample("x:2", "bad", label="0")]
     features = task.featurize(examples, tokenizer)
@@ -208,3 +208,21 @@ def test_finetune_and_predict_commands(sentiment_files, tmp_path, capsys):
     write(tmp_path / "ragged.tsv", "sentence\tlabel\ngood\t1\nbad\n")
     assert main(args[:5] + ["--train", str(tmp_path / "ragged.tsv"), "-o", str(out)]) == 2
     assert "ragged.tsv:3: 1 fields" in capsys.readouterr().err
+
+
+def test_long_inputs_default_to_truncation_and_old_folders_keep_their_windows(tmp_path):
+    """Truncation is the default (measured in docs/finetune.md); a folder saved before the option
+    existed was trained on windows and is still read that way."""
+    import json
+
+    from bertlab.finetune.folder import load_finetuned, save_finetuned
+    tokenizer = tiny_tokenizer()
+    task = SequenceClassificationTask(["0", "1"], max_seq_length=8)
+    assert task.options["long_inputs"] == "truncate"
+    save_finetuned(tmp_path / "model", task.build_model(tiny_config(len(tokenizer.vocab))), tokenizer, task)
+    assert load_finetuned(tmp_path / "model")[0].options["long_inputs"] == "truncate"
+    path = tmp_path / "model" / "task.json"
+    state = json.loads(path.read_text())
+    del state["long_inputs"]
+    path.write_text(json.dumps(state))
+    assert load_finetuned(tmp_path / "model")[0].options["long_inputs"] == "windows"

@@ -104,7 +104,7 @@ def task_options(args) -> dict:
         if args.long_inputs:
             raise ValueError(f"--long-inputs is for classification and regression, not {args.task}")
     else:
-        options["long_inputs"] = args.long_inputs or "truncate"
+        options["long_inputs"] = args.long_inputs
     return options
 
 

@@ -49,9 +49,9 @@ class SequenceClassificationTask(Task):
         if text_b is not None and (long_inputs == "windows" or doc_stride is not None):
             raise ValueError("pairs are truncated longest-first (as google-research/bert does), not read in "
                              "windows: long_inputs='windows' and doc_stride are for single texts")
-        # Windows unless told otherwise, as before the option existed (model folders saved then have no
-        # long_inputs); the command line asks for "truncate" by default, measured in docs/finetune.md.
-        long_inputs = long_inputs or ("truncate" if text_b is not None else "windows")
+        # Truncation by default: on long texts windows cost 4.3x an epoch's work and scored lower at equal
+        # compute (docs/finetune.md). Folders saved before the option were trained on windows (folder.py).
+        long_inputs = long_inputs or "truncate"
         super().__init__(labels, max_seq_length, text_a=text_a, text_b=text_b, label=label, header=header,
                          kind=kind, quoting=quoting, metric=metric or self.metric, doc_stride=doc_stride,
                          long_inputs=long_inputs)
