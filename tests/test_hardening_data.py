@@ -17,7 +17,7 @@ from cli_cases import BROKEN, NON_UTF8, assert_error, assert_ok, broken_copy, ru
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = "the cat dog sat ran on a mat . , tired".split()
-DOCUMENTS = "".join(f"the cat sat on the mat .\nthe dog ran .\na cat , tired .\n\n" for _ in range(30))
+DOCUMENTS = "".join("the cat sat on the mat .\nthe dog ran .\na cat , tired .\n\n" for _ in range(30))
 SHARD_FLAGS = ["--max-seq-length", "16", "--max-predictions-per-seq", "2", "--dupe-factor", "1", "--workers", "1",
                "--quiet"]
 

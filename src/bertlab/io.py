@@ -43,6 +43,31 @@ def make_folder(folder) -> str:
     return folder
 
 
+def check_output_file(path, overwrite: bool = False, flag: str = "--output"):
+    """Refuse, before any work is done, an output file that would fail or destroy something: one
+    that exists (unless `overwrite`), a folder, a path under a file. Creates the file's folder."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ValueError(f"{flag} {path}: is a folder, not a file")
+    if os.path.lexists(path) and not overwrite:
+        raise ValueError(f"{flag} {path}: already exists; pass --overwrite to replace it")
+    make_folder(os.path.dirname(os.path.abspath(path)))
+
+
+def claim_output_folder(folder, names, overwrite: bool = False, what: str = "") -> list[str]:
+    """Create `folder` now, so that one that cannot be made fails before the work, and refuse to
+    replace the files `names` already in it unless `overwrite` (a rebuild from other inputs would
+    silently change them). Returns the names found there, for the caller to remove or replace."""
+    folder = os.fspath(folder)
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise ValueError(f"{folder}: is a file, not a folder")
+    make_folder(folder)
+    there = [name for name in names if os.path.lexists(os.path.join(folder, name))]
+    if there and not overwrite:
+        raise ValueError(f"{folder}: already holds {what or ', '.join(there)}; pass --overwrite to replace it")
+    return there
+
+
 def remove_stale_temp_files(folder, depth: int = 1) -> int:
     """Delete the temporary files that atomic_write leaves when a process is killed mid-write (in
     `folder` and its subfolders down to `depth`); call it when a run starts in `folder`, since

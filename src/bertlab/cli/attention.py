@@ -3,8 +3,9 @@ import os
 import sys
 
 from ..inference.attention import DEFAULT_SENTENCE, FONT_HINT
+from ..io import check_output_file
 from .args import positive_int
-from .model_args import add_checkpoint_arguments, add_output_arguments, check_output
+from .model_args import add_checkpoint_arguments, add_output_arguments
 
 
 def add_parser(subparsers):
@@ -61,7 +62,7 @@ def run(args):
     if args.output:
         if not args.output.endswith(".png"):
             raise ValueError(f"--output {args.output}: must end in .png")
-        check_output(args.output, args.overwrite)
+        check_output_file(args.output, args.overwrite)
     model, tokenizer, _ = load_pretrained(args.model)
     config = model.config
     layer = layer_number(args.layer, config.num_hidden_layers)

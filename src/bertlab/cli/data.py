@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from ..io import make_folder
+from ..io import claim_output_folder
 from .args import fraction, nonnegative_float, positive_int
 
 ENGLISH_EXAMPLE = """example:
@@ -60,7 +60,7 @@ def run_english_corpus(args):
         raise ValueError(f"--sources: unknown {', '.join(unknown) or '(none given)'}; "
                          f"choose from {', '.join(SOURCE_ORDER)}")
     _check_heldout(args.heldout, below=1)
-    _claim_output(args.out, CORPUS_FILES, args.overwrite)
+    claim_output_folder(args.out, CORPUS_FILES, args.overwrite)
     summary = build_corpus(args.out, default_roots(args.root), sources=sources, heldout_share=args.heldout,
                            min_sentences=args.min_sentences, workers=args.workers, progress=not args.quiet)
     _report(summary, args.out)
@@ -91,7 +91,7 @@ def run_python_docs(args):
         raise FileNotFoundError(f"--summaries {args.summaries}: no such file (the default is relative to the "
                                 "repository root)")
     _check_heldout(args.heldout, below=1)
-    _claim_output(args.out, CORPUS_FILES, args.overwrite)
+    claim_output_folder(args.out, CORPUS_FILES, args.overwrite)
     _report(python_docs_corpus(args.summaries, args.out, args.heldout), args.out)
     return 0
 
@@ -127,7 +127,7 @@ def add_gettext(subparsers):
 def run_gettext(args):
     from ..data.gettext_corpus import SPLITS, build_gettext_corpus
     _check_heldout(args.heldout, below=0.5)
-    _claim_output(args.out, ["stats.json"] + [f"{split}.{side}" for split in SPLITS for side in ("en", args.lang)],
+    claim_output_folder(args.out, ["stats.json"] + [f"{split}.{side}" for split in SPLITS for side in ("en", args.lang)],
                   args.overwrite)
     summary = build_gettext_corpus(args.lang, args.out, args.locale_dir, args.heldout)
     pairs, catalogs = summary["pairs"], summary["catalogs"]
@@ -143,15 +143,6 @@ CORPUS_FILES = ("train.txt", "heldout.txt", "stats.json", "SOURCES.md")
 def _check_heldout(share: float, below: float):
     if share >= below:  # argparse has checked [0, 1]
         raise ValueError(f"--heldout {share}: must be less than {below:g}")
-
-
-def _claim_output(folder, names, overwrite: bool):
-    """Create `folder` now, so that one that cannot be made fails before the work; refuse to replace
-    a corpus already there unless asked (a rebuild from other sources would silently change it)."""
-    make_folder(folder)
-    there = [name for name in names if os.path.exists(os.path.join(folder, name))]
-    if there and not overwrite:
-        raise ValueError(f"{folder}: already holds {', '.join(there)}; pass --overwrite to replace it")
 
 
 def _report(summary: dict, out: str):

@@ -2,9 +2,9 @@
 import sys
 
 from ..inference.pooling import POOLINGS
-from ..io import read_lines
+from ..io import check_output_file, read_lines
 from .args import positive_int
-from .model_args import add_checkpoint_arguments, add_output_arguments, check_max_seq_length, check_output, \
+from .model_args import add_checkpoint_arguments, add_output_arguments, check_max_seq_length, \
     numbered, truncation_note
 
 
@@ -74,7 +74,7 @@ def run(args):
     if not args.output.endswith(".npy"):
         raise ValueError(f"--output {args.output}: must end in .npy")
     lines = read_lines(args.file)
-    check_output(args.output, args.overwrite)
+    check_output_file(args.output, args.overwrite)
     vectors, blank = embed_lines(load_model(args), args, lines, "lines", "line", args.normalize, progress=not args.quiet)
     atomic_write(args.output, lambda f: np.save(f, vectors), mode="wb")
     if blank:

@@ -4,9 +4,9 @@ import argparse
 import sys
 import textwrap
 
-from ..io import read_lines
+from ..io import check_output_file, read_lines
 from .args import positive_int
-from .model_args import add_checkpoint_arguments, add_output_arguments, check_max_seq_length, check_output, \
+from .model_args import add_checkpoint_arguments, add_output_arguments, check_max_seq_length, \
     truncation_note
 
 FORMATS = (".jsonl", ".npz")
@@ -88,7 +88,7 @@ def run(args):
     check_format(args.output)
     layers = parse_layers(args.layers)
     examples = read_examples(read_lines(args.file))
-    check_output(args.output, args.overwrite)
+    check_output_file(args.output, args.overwrite)
     model, tokenizer, _ = load_pretrained(args.model)
     config = model.config
     layers = layers or last_layers(config.num_hidden_layers)

@@ -1,9 +1,7 @@
 """What the commands that run a BERT checkpoint share (embed, similar, extract-features, fill-mask,
 attention): the --model/--device and -o/--overwrite arguments, the output and length checks done
 before any work, and the stderr notes that say what was done to the input (truncated lines, blank lines)."""
-import os
 
-from ..io import make_folder
 
 MODEL_HELP = ("an HF-format BERT folder (config.json, model.safetensors or pytorch_model.bin, vocab.txt), "
               "or 'minilm' for the packaged all-MiniLM-L6-v2")
@@ -18,17 +16,6 @@ def add_checkpoint_arguments(p):
 def add_output_arguments(p, required: bool, metavar: str, help: str):
     p.add_argument("-o", "--output", required=required, metavar=metavar, help=help)
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists (refused otherwise)")
-
-
-def check_output(path: str, overwrite: bool):
-    """Refuse, before any work is done, an output that would fail or destroy something: a file
-    that exists (without --overwrite), a folder, a parent path that is a file. Creates the
-    output's folder."""
-    if os.path.isdir(path):
-        raise ValueError(f"--output {path}: is a folder; give a file name")
-    if os.path.lexists(path) and not overwrite:
-        raise ValueError(f"--output {path}: already exists; pass --overwrite to replace it")
-    make_folder(os.path.dirname(os.path.abspath(path)))  # names a parent that is a file
 
 
 def check_max_seq_length(n: int, config, pairs: bool = False) -> int:

@@ -22,7 +22,7 @@ def add_parser(subparsers):
 
 def run(args):
     from ..finetune.predict import predict_file
-    from ..finetune.setup import check_output_file
+    from ..io import check_output_file
     if args.output:
         check_output_file(args.output, args.overwrite)
     scores = predict_file(args.model, args.file, args.output, args.batch_size, progress=not args.quiet)

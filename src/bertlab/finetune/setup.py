@@ -4,6 +4,7 @@ import os
 import shutil
 from dataclasses import replace
 
+from ..io import claim_output_folder
 from ..progress import write
 from ..training.checkpoint import check_resume
 from .glue import GLUE, glue_files
@@ -74,37 +75,12 @@ def prepare_output(out, resume=False, overwrite=False):
     """The run folder OUT, made ready: created if need be; one holding an earlier run is resumed
     (resume, from its checkpoint), emptied of that run's files (overwrite), or else refused, so that
     no model is replaced without being asked."""
-    _check_creatable(out, "-o")
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"-o {out}: is a file, not a folder")
     check_resume(out, resume, overwrite)
     if resume:
         return
-    earlier = [name for name in RUN_FILES if os.path.lexists(os.path.join(out, name))]
-    if earlier and not overwrite:
-        raise ValueError(f"-o {out}: holds an earlier run ({', '.join(earlier)}); pass --overwrite to replace it")
-    for name in earlier:
+    for name in claim_output_folder(out, RUN_FILES, overwrite, what="an earlier run"):
         path = os.path.join(out, name)
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
         else:
             os.remove(path)
-    os.makedirs(out, exist_ok=True)
-
-
-def check_output_file(path, overwrite=False, flag="-o"):
-    """Refuse, before any work, an output file that exists (unless overwrite) or cannot be created."""
-    _check_creatable(path, flag)
-    if os.path.isdir(path):
-        raise ValueError(f"{flag} {path}: is a folder, not a file")
-    if os.path.exists(path) and not overwrite:
-        raise ValueError(f"{flag} {path}: already exists; pass --overwrite to replace it")
-
-
-def _check_creatable(path, flag):
-    """An output path under a file (`notes.txt/out`) is refused by name, not found out at the end."""
-    parent = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise ValueError(f"{flag} {path}: {parent} is a file, not a folder")

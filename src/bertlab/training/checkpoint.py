@@ -96,7 +96,7 @@ def check_resume(out, resume: bool, overwrite: bool):
     """The CLI rule for a run folder: --resume needs OUT/checkpoint.pt; a folder that has one is
     neither started over silently nor resumed without being asked (--resume or --overwrite)."""
     if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"{out}: exists and is not a folder")
+        raise ValueError(f"{out}: is a file, not a folder")
     has_checkpoint = os.path.exists(os.path.join(out, "checkpoint.pt"))
     if resume and not has_checkpoint:
         raise FileNotFoundError(f"{out}: no checkpoint.pt to --resume from")
