@@ -369,6 +369,11 @@ def test_must_show_embed_long_real_lines_equals_sentence_transformers(tmp_path):
     assert "8 of 8 lines were longer than --max-seq-length 256 tokens and were truncated" in result.err
     theirs = st.SentenceTransformer(resolve("minilm"), device="cpu").encode(lines, normalize_embeddings=True)
     assert np.abs(np.load(tmp_path / "ours.npy") - theirs).max() < 1e-5
+    # the Python API cuts where the checkpoint means to be cut too (tokenizer.model_max_length)
+    from bertlab import embed_texts, load_pretrained
+    model, tokenizer, _ = load_pretrained("minilm")
+    assert tokenizer.model_max_length == 256
+    assert np.abs(embed_texts(model, tokenizer, lines[:3], normalize=True) - theirs[:3]).max() < 1e-5
 
 
 # ---- outputs that are not numbers ---------------------------------------------------------------

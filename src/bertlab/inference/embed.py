@@ -104,10 +104,12 @@ def embed_texts(model, tokenizer, texts, pooling="mean", normalize=False, batch_
                 dtype=None, progress=False):
     """Embed raw texts: our WordPiece tokenizer, then `embed_ids`. Texts longer than `max_length`
     tokens keep their first tokens and [SEP]; blank texts get all-zero rows. The default length is
-    the model's max_position_embeddings: a sentence-transformers model is meant to be cut shorter,
-    at interop.max_seq_length(folder, config) (256 for all-MiniLM-L6-v2), as `bertlab embed` does."""
+    what the checkpoint is meant to read (tokenizer.model_max_length from load_pretrained: a
+    sentence-transformers model's max_seq_length, 256 for all-MiniLM-L6-v2, as sentence-transformers
+    cuts it), else the model's max_position_embeddings."""
     limit = model.config.max_position_embeddings
-    max_length = check_number("max_length", max_length or limit, integer=True, minimum=2, maximum=limit)
+    default = min(getattr(tokenizer, "model_max_length", None) or limit, limit)
+    max_length = check_number("max_length", max_length or default, integer=True, minimum=2, maximum=limit)
     sequences, _ = encode_texts(tokenizer, texts, max_length)
     return embed_ids(model, sequences, pooling, normalize, batch_size, dtype=dtype, progress=progress,
                      pad_id=tokenizer.pad_token_id)

@@ -110,7 +110,8 @@ def load_tokenizer(folder, do_lower_case=None, config: BertConfig | None = None)
         asked = "lower-casing (uncased)" if do_lower_case else "no lower-casing (--cased)"
         raise ValueError(f"{folder}: you asked for {asked}, but {why}: the checkpoint was trained "
                          f"{'uncased' if trained_lower else 'cased'}, so its inputs must be too")
-    return BertTokenizer(vocab, do_lower_case=trained_lower, never_split=settings.get("never_split") or [])
+    return BertTokenizer(vocab, do_lower_case=trained_lower, never_split=settings.get("never_split") or [],
+                         model_max_length=max_seq_length(folder, config))
 
 
 def load_pretrained(folder, model_class=BertModel, do_lower_case=None, strict=True, **model_kwargs):

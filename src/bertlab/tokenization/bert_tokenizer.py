@@ -40,7 +40,10 @@ class BertTokenizer:
 
     def __init__(self, vocab: str | os.PathLike | Vocab | Mapping[str, int],
                  do_lower_case: bool = True, *, max_input_chars_per_word: int = 100,
-                 cache_size: int = 1 << 20, never_split: Sequence[str] = ()):
+                 cache_size: int = 1 << 20, never_split: Sequence[str] = (), model_max_length: int | None = None):
+        # the most tokens the checkpoint is meant to read (a sentence-transformers model's own
+        # max_seq_length); embed_texts truncates there unless told otherwise
+        self.model_max_length = model_max_length
         if isinstance(vocab, Vocab):
             self._vocab = vocab
         elif isinstance(vocab, Mapping):
