@@ -320,7 +320,8 @@ COMMANDS = {  # a command line that parses, for each command (path) with numeric
 }
 BAD_VALUES = {cli_args.positive_int: ["0", "-1", "1.5", "nan"], cli_args.nonnegative_int: ["-1", "2.5", "inf"],
               cli_args.positive_float: ["0", "-1e-3", "nan", "inf"], cli_args.nonnegative_float: ["-1", "nan", "inf"],
-              cli_args.fraction: ["-0.1", "1.5", "nan", "inf"]}
+              cli_args.fraction: ["-0.1", "1.5", "nan", "inf"], cli_args.positive_fraction: ["0", "1.5", "nan"],
+              cli_args.fraction_below_one: ["-0.1", "1", "nan"]}
 
 
 def _subparser(path):
@@ -357,12 +358,12 @@ RANGES = [
     ("create-pretraining-data", ["--max-seq-length", "2", "--mode", "full-sentences"], ["between 3 and 32767"]),
     ("create-pretraining-data", ["--max-seq-length", "40000"], ["max_seq_length 40000", "32767"]),
     ("create-pretraining-data", ["--max-predictions-per-seq", "256"], ["max_predictions_per_seq 256", "1 and 255"]),
-    ("create-pretraining-data", ["--masked-lm-prob", "0"], ["masked_lm_prob 0.0: must be more than 0"]),
-    ("pretrain", ["--phase2-fraction", "1"], ["phase2_fraction 1.0: must be less than 1"]),
+    ("create-pretraining-data", ["--masked-lm-prob", "0"], ["--masked-lm-prob: 0: must be more than 0"]),
+    ("pretrain", ["--phase2-fraction", "1"], ["--phase2-fraction: 1: must be less than 1"]),
     ("pretrain", ["--batch-size", "1000"], ["cannot fill one micro-batch of 1000"]),
     ("vocab", ["--vocab-size", "10"], ["vocab size 10 is smaller than the alphabet"]),
-    ("english-corpus", ["--heldout", "1"], ["--heldout 1.0: must be less than 1"]),
-    ("python-docs", ["--heldout", "1"], ["--heldout 1.0: must be less than 1"]),
+    ("english-corpus", ["--heldout", "1"], ["--heldout: 1: must be less than 1"]),
+    ("python-docs", ["--heldout", "1"], ["--heldout: 1: must be less than 1"]),
     ("gettext", ["--heldout", "0.5"], ["--heldout 0.5: must be less than 0.5"]),
 ]
 
@@ -436,7 +437,7 @@ def test_empty_results(f, tmp_path):
     assert_error(run_cli("data", "python-docs", "--summaries", one_sentence, "-o", tmp_path / "pd"),
                  "no documents for train.txt", "1 documents under 2 sentences")
     assert_error(run_cli("data", "python-docs", "--summaries", f["summaries"], "-o", tmp_path / "pd", "--heldout", "1"),
-                 "--heldout 1.0")
+                 "--heldout: 1: must be less than 1")
     assert_error(run_cli("data", "gettext", "--lang", "fr", "--locale-dir", f["locale"], "-o", tmp_path / "g"),
                  "no language 'fr'")
     assert_error(run_cli("data", "gettext", "--lang", "de", "--locale-dir", empty, "-o", tmp_path / "g"),

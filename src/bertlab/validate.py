@@ -6,9 +6,10 @@ import numbers
 
 
 def check_number(name: str, value, *, integer: bool = False, minimum=None, maximum=None,
-                 exclusive_minimum: bool = False, optional: bool = False):
+                 exclusive_minimum: bool = False, exclusive_maximum: bool = False, optional: bool = False):
     """Return `value` if it is a finite number (an int when `integer`) within [minimum, maximum]
-    (minimum excluded when `exclusive_minimum`); else raise ValueError naming `name` and `value`."""
+    (an end excluded when `exclusive_minimum` / `exclusive_maximum`); else raise ValueError naming
+    `name` and `value`."""
     if value is None and optional:
         return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or (integer and not isinstance(value, numbers.Integral)):
@@ -17,8 +18,8 @@ def check_number(name: str, value, *, integer: bool = False, minimum=None, maxim
         raise ValueError(f"{name} {value!r}: must be a finite number")
     if minimum is not None and (value <= minimum if exclusive_minimum else value < minimum):
         raise ValueError(f"{name} {value!r}: must be {'more than' if exclusive_minimum else 'at least'} {minimum}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} {value!r}: must be at most {maximum}")
+    if maximum is not None and (value >= maximum if exclusive_maximum else value > maximum):
+        raise ValueError(f"{name} {value!r}: must be {'less than' if exclusive_maximum else 'at most'} {maximum}")
     return value
 
 
@@ -44,6 +45,16 @@ def nonnegative_float(name, value, optional=False):
 def fraction(name, value, optional=False):
     """Proportions and probabilities: 0 to 1."""
     return check_number(name, value, minimum=0, maximum=1, optional=optional)
+
+
+def positive_fraction(name, value, optional=False):
+    """Probabilities that must leave something to do: top-p, the masked share. More than 0, at most 1."""
+    return check_number(name, value, minimum=0, maximum=1, exclusive_minimum=True, optional=optional)
+
+
+def fraction_below_one(name, value, optional=False):
+    """Dropout, label smoothing, held-out shares: 0 or more, less than 1 (1 would leave nothing)."""
+    return check_number(name, value, minimum=0, maximum=1, exclusive_maximum=True, optional=optional)
 
 
 def check_fields(settings, rules: dict):

@@ -26,6 +26,8 @@ nonnegative_int = _type(validate.nonnegative_int, "a whole number", int)
 positive_float = _type(validate.positive_float, "a number", float)
 nonnegative_float = _type(validate.nonnegative_float, "a number", float)
 fraction = _type(validate.fraction, "a number", float)
+positive_fraction = _type(validate.positive_fraction, "a number", float)
+fraction_below_one = _type(validate.fraction_below_one, "a number", float)
 
 
 def escaped_text(text: str) -> str:

@@ -14,7 +14,7 @@ from collections import Counter, deque
 from ..io import atomic_write_text, make_folder
 from ..tokenization import BertTokenizer, Vocab
 from ..tokenization.bert_tokenizer import tokenizer_config
-from .args import fraction, nonnegative_int, positive_int
+from .args import fraction, nonnegative_int, positive_fraction, positive_int
 
 
 def add_parser(subparsers):
@@ -41,7 +41,7 @@ def add_parser(subparsers):
     p.add_argument("--max-seq-length", type=positive_int, default=128,
                    help="pieces per instance, [CLS] and [SEP] included (default 128; at least 5, 3 for full-sentences)")
     p.add_argument("--max-predictions-per-seq", type=positive_int, default=20, help="1 to 255 (default 20)")
-    p.add_argument("--masked-lm-prob", type=fraction, default=0.15, help="more than 0, at most 1 (default 0.15)")
+    p.add_argument("--masked-lm-prob", type=positive_fraction, default=0.15, help="more than 0, at most 1 (default 0.15)")
     p.add_argument("--short-seq-prob", type=fraction, default=0.1, help="nsp mode only (default 0.1)")
     p.add_argument("--dupe-factor", type=positive_int, default=None,
                    help="times each document is used, with different masks (default 10; 1 with --dynamic-masking)")

@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..io import claim_output_folder
-from .args import fraction, nonnegative_float, positive_int
+from .args import fraction_below_one, nonnegative_float, positive_int
 
 ENGLISH_EXAMPLE = """example:
   bertlab data english-corpus -o corpus/english            # every source, >= 20 MB or an error
@@ -44,7 +44,7 @@ def add_english_corpus(subparsers):
                    help="fail unless train.txt reaches this many MB (default 20; 0 accepts any size)")
     p.add_argument("--sources", default=",".join(SOURCE_ORDER),
                    help=f"comma-separated, read in this order (default {','.join(SOURCE_ORDER)})")
-    p.add_argument("--heldout", type=fraction, default=0.02, help="share of documents held out, below 1 (default 0.02)")
+    p.add_argument("--heldout", type=fraction_below_one, default=0.02, help="share of documents held out, below 1 (default 0.02)")
     p.add_argument("--min-sentences", type=positive_int, default=2, help="shortest document kept (default 2 sentences)")
     p.add_argument("--workers", type=positive_int, help="reader processes (default: the CPU count, at most 4)")
     p.add_argument("--root", default="/", metavar="PREFIX",
@@ -81,7 +81,7 @@ def add_python_docs(subparsers):
     p.add_argument("--overwrite", action="store_true", help="replace a corpus already in DIR")
     p.add_argument("--summaries", default="data/python-docs/summaries.txt", metavar="FILE",
                    help="the summaries file (default data/python-docs/summaries.txt, from the repository root)")
-    p.add_argument("--heldout", type=fraction, default=0.02, help="share of modules held out, below 1 (default 0.02)")
+    p.add_argument("--heldout", type=fraction_below_one, default=0.02, help="share of modules held out, below 1 (default 0.02)")
     p.set_defaults(run=run_python_docs)
 
 
@@ -119,7 +119,7 @@ def add_gettext(subparsers):
     p.add_argument("--overwrite", action="store_true", help="replace a corpus already in DIR")
     p.add_argument("--locale-dir", default="/usr/share/locale", metavar="DIR",
                    help="where the LANG/LC_MESSAGES folders are (default /usr/share/locale)")
-    p.add_argument("--heldout", type=fraction, default=0.05,
+    p.add_argument("--heldout", type=fraction_below_one, default=0.05,
                    help="share of pairs for valid and for test, each; below 0.5 (default 0.05)")
     p.set_defaults(run=run_gettext)
 

@@ -18,7 +18,7 @@ never cut silently."""
 def add_parser(subparsers):
     import argparse
 
-    from .args import escaped_text, nonnegative_float, nonnegative_int, positive_float, positive_int
+    from .args import escaped_text, nonnegative_float, nonnegative_int, positive_float, positive_fraction, positive_int
     p = subparsers.add_parser(
         "generate", help="generate text with a GPT model (greedy or sampled, streamed)",
         description="Continue each prompt with a GPT model, one token at a time with a key/value cache. "
@@ -32,7 +32,7 @@ def add_parser(subparsers):
                    help="tokens to add per prompt (100); prompt + N must fit the model's positions")
     p.add_argument("--temperature", type=nonnegative_float, help="sample with this temperature (0 = greedy)")
     p.add_argument("--top-k", type=nonnegative_int, default=0, help="sample among the k most likely tokens")
-    p.add_argument("--top-p", type=positive_float, default=1.0,
+    p.add_argument("--top-p", type=positive_fraction, default=1.0,
                    help="sample among the smallest set of mass p (0 < p <= 1)")
     p.add_argument("--repetition-penalty", type=positive_float, default=1.0,
                    help="> 1 discourages repeats (1.2 is mild)")

@@ -19,7 +19,7 @@ those it was started with. Progress and evaluations go to stderr (a line every 3
 
 
 def add_parser(subparsers):
-    from .args import fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
+    from .args import fraction_below_one, positive_fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
     p = subparsers.add_parser(
         "gpt-train", help="train a GPT (decoder-only language model) on text files",
         description="Train a GPT to predict the next token of UTF-8 text files. The text is tokenized "
@@ -33,14 +33,14 @@ def add_parser(subparsers):
                         "vocab.json + merges.txt from DIR (e.g. GPT-2's own)")
     g.add_argument("--vocab-size", type=positive_int, default=8000,
                    help="BPE vocabulary to learn, at least 257 (default 8000)")
-    g.add_argument("--val-fraction", type=positive_float, default=0.05,
+    g.add_argument("--val-fraction", type=positive_fraction, default=0.05,
                    help="share of lines held out, 0 < F < 1 (default 0.05)")
     g = p.add_argument_group("model")
     g.add_argument("--preset", default="tiny", choices=sorted(PRESETS),
                    help="size: tiny (4 layers, 256 wide; default), gpt2 (124M), gpt2-medium, -large, -xl")
     for name in ("--n-layer", "--n-embd", "--n-head"):
         g.add_argument(name, type=positive_int)
-    g.add_argument("--dropout", type=fraction, default=0.0, help="residual/embedding/attention dropout (default 0)")
+    g.add_argument("--dropout", type=fraction_below_one, default=0.0, help="residual/embedding/attention dropout (default 0)")
     g = p.add_argument_group("optimisation")
     g.add_argument("--batch-size", type=positive_int, default=16, help="sequences per micro-batch per process (16)")
     g.add_argument("--block-size", type=positive_int, default=256,

@@ -3,7 +3,7 @@ import argparse
 import os
 import sys
 
-from .args import fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
+from .args import fraction_below_one, nonnegative_float, nonnegative_int, positive_float, positive_int
 
 EXAMPLE = """examples:
   bertlab pretrain --data shards128 --eval-data heldout128 --out runs/small --preset small --max-minutes 60
@@ -27,7 +27,7 @@ def add_parser(subparsers):
     g = p.add_argument_group("data")
     g.add_argument("--data", required=True, metavar="DIR", help="shard folder of the main phase (e.g. 128 tokens)")
     g.add_argument("--data-512", metavar="DIR", help="shard folder of the last phase (512 tokens)")
-    g.add_argument("--phase2-fraction", metavar="F", type=fraction, default=0.1,
+    g.add_argument("--phase2-fraction", metavar="F", type=fraction_below_one, default=0.1,
                    help="share of --max-steps read from --data-512, in [0, 1) (default 0.1)")
     g.add_argument("--eval-data", metavar="DIR", help="shard folder built from held-out documents")
     g.add_argument("--out", required=True, metavar="DIR", help="run folder (created; reused by --resume)")

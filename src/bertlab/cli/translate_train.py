@@ -28,7 +28,7 @@ Progress and validations go to stderr (a line every 30 s in a log)."""
 
 
 def add_parser(subparsers):
-    from .args import fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
+    from .args import fraction_below_one, nonnegative_float, nonnegative_int, positive_float, positive_int
     p = subparsers.add_parser(
         "translate-train", help="train a Transformer (encoder-decoder) translation model",
         description="Train the Transformer of 'Attention Is All You Need' on line-aligned parallel text: "
@@ -57,7 +57,7 @@ def add_parser(subparsers):
     g.add_argument("--layers", type=positive_int, help="encoder and decoder layers each")
     for name in ("--d-model", "--heads", "--ffn-dim"):
         g.add_argument(name, type=positive_int)
-    g.add_argument("--dropout", type=fraction, help="P_drop (0.1 in the presets)")
+    g.add_argument("--dropout", type=fraction_below_one, help="P_drop (0.1 in the presets)")
     g.add_argument("--max-positions", type=positive_int, default=512,
                    help="longest sentence the model handles, EOS included (512; at least 3)")
     g = p.add_argument_group("optimisation")
@@ -68,7 +68,7 @@ def add_parser(subparsers):
     g.add_argument("--warmup", type=nonnegative_int, default=100, help="linear warmup steps (100)")
     g.add_argument("--schedule", choices=["inverse_sqrt", "linear"], default="inverse_sqrt",
                    help="after warmup: the paper's inverse square root (default) or linear decay to 0")
-    g.add_argument("--label-smoothing", type=fraction, default=0.1, help="epsilon_ls (0.1)")
+    g.add_argument("--label-smoothing", type=fraction_below_one, default=0.1, help="epsilon_ls (0.1)")
     g.add_argument("--clip-norm", type=nonnegative_float, default=0.0,
                    help="clip the gradient norm (0: off, as the paper)")
     g.add_argument("--max-steps", type=positive_int,
