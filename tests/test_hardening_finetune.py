@@ -462,6 +462,27 @@ def test_resume_refuses_other_settings_or_data(data, tmp_path, monkeypatch):
     assert_ok(resume())
 
 
+
+class _Payload:
+    """Unpickling this would call open(marker, "w"): proof that code ran."""
+    marker = None
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_crafted_checkpoint_is_refused_and_its_payload_never_runs(data, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    kill_at_step(monkeypatch, 4)
+    assert run_cli(*finetune_args(data, "classify", "--max-steps", "6", "--eval-every", "2", out=out)).code == 130
+    monkeypatch.undo()
+    genuine = torch.load(out / "checkpoint.pt", weights_only=True)
+    _Payload.marker = str(tmp_path / "payload-ran")
+    torch.save({**genuine, "extra": {**genuine["extra"], "hook": _Payload()}}, out / "checkpoint.pt")
+    assert_error(run_cli(*finetune_args(data, "classify", "--max-steps", "6", "--eval-every", "2", "--resume",
+                                        out=out)), "checkpoint.pt", "refused", "run code")
+    assert not os.path.exists(_Payload.marker)
+
 # ---- the model folder's replacement survives a kill at every point ----------------------------------
 @pytest.fixture(scope="module")
 def two_models():
