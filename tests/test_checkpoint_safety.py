@@ -1,7 +1,8 @@
 """Run folders are shared, so nothing read from one may run code: a crafted checkpoint.pt whose
 unpickling would run a payload is refused on --resume by every trainer, and the payload never
 runs. Also: a truncated checkpoint is a clear error, a torn last metrics line (a kill mid-write)
-does not block --resume, and temporary files of a killed write are removed at the next start."""
+does not block --resume, and temporary files of a killed write are removed at the next start.
+(finetune's crafted checkpoint: test_hardening_finetune.py.)"""
 import json
 import os
 
