@@ -106,3 +106,16 @@ def write(path, data: str | bytes) -> str:
 
 
 NON_UTF8 = b"good line\nbad \xff\xfe line\n"
+
+
+BAD_INPUTS = {"missing": None, "empty": b"", "blank-only": b"\n  \n\t\n", "non-UTF-8": NON_UTF8, "folder": "folder"}
+
+
+def bad_input(path, kind: str) -> str:
+    """Make `path` the bad input `kind` of BAD_INPUTS: nothing there, a folder, or those bytes."""
+    path, content = str(path), BAD_INPUTS[kind]
+    if content == "folder":
+        os.mkdir(path)
+    elif content is not None:
+        write(path, content)
+    return path

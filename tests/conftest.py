@@ -93,3 +93,14 @@ def real_sentences():
     return picked + long + short
 
 # ---- end of model fixtures ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread: tiny models run faster so (threads only add overhead), much faster on a
+    machine shared with other jobs, and the arithmetic equals a one-thread CLI subprocess's."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

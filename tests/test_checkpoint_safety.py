@@ -16,6 +16,8 @@ from cli_cases import assert_error, assert_ok, run_cli, write
 from pretraining_data import TINY, make_folders
 from test_translation_training import write_corpus
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: threads only add overhead
+
 
 class Payload:
     """Unpickling this calls open(MARKER, "w"): proof that code ran."""
@@ -23,14 +25,6 @@ class Payload:
 
     def __reduce__(self):
         return (open, (self.marker, "w"))
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def gpt_run(tmp, out):

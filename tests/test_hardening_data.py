@@ -13,22 +13,15 @@ import numpy as np
 import pytest
 
 from bertlab.cli import args as cli_args
-from cli_cases import BROKEN, NON_UTF8, assert_error, assert_ok, broken_copy, run_cli, write
+from cli_cases import BROKEN, NON_UTF8, bad_input, assert_error, assert_ok, broken_copy, run_cli, write
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: threads only add overhead
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = "the cat dog sat ran on a mat . , tired".split()
 DOCUMENTS = "".join("the cat sat on the mat .\nthe dog ran .\na cat , tired .\n\n" for _ in range(30))
 SHARD_FLAGS = ["--max-seq-length", "16", "--max-predictions-per-seq", "2", "--dupe-factor", "1", "--workers", "1",
                "--quiet"]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    import torch
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +59,6 @@ def pretrain(f, out, *extra):
 
 # ---- input files: missing, empty, blank-only, non-UTF-8, a folder -----------------------------------
 
-INPUTS = {"missing": None, "empty": b"", "blank-only": b"\n  \n\t\n", "non-UTF-8": NON_UTF8, "folder": "folder"}
 
 
 def reading(f, path, out):
@@ -104,11 +96,7 @@ EXPECTED = {
 
 @pytest.mark.parametrize("command, kind", sorted(EXPECTED))
 def test_bad_input_files(f, tmp_path, command, kind):
-    path = str(tmp_path / "input.txt")
-    if INPUTS[kind] == "folder":
-        os.mkdir(path)
-    elif INPUTS[kind] is not None:
-        write(path, INPUTS[kind])
+    path = bad_input(tmp_path / "input.txt", kind)
     result = run_cli(*reading(f, path, str(tmp_path / "out"))[command])
     if EXPECTED[command, kind] is None:
         assert_ok(result)

@@ -20,6 +20,8 @@ from bertlab.finetune.tasks import make_task
 from bertlab.finetune.trainer import FinetuneSettings
 from cli_cases import BROKEN, NON_UTF8, assert_error, assert_ok, broken_copy, run_cli, write
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: threads only add overhead
+
 WORDS = ("good great fine bad awful poor movie film plot the a is was not very cat sat on mat who where what "
          "peter paris lives in ate fish dog ran").split()
 POSITIVE, NEGATIVE = ["good", "great", "fine"], ["bad", "awful", "poor"]
@@ -60,15 +62,6 @@ TASK_FILES = {"classify": ("train.tsv", sentiment_tsv(16)), "ner": ("train.conll
               "squad": ("train.json", SQUAD), "multiple_choice": ("train.csv", SWAG)}
 TASKS = list(TASK_FILES)
 QUICK = ["--epochs", "1", "--batch-size", "4", "--lr", "1e-3", "--quiet"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run faster on one thread, and much faster on a machine others are using."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -460,7 +453,6 @@ def test_resume_refuses_other_settings_or_data(data, tmp_path, monkeypatch):
     write(garbage / "checkpoint.pt", b"not a checkpoint")
     assert_error(run_cli(*finetune_args(data, "classify", "--resume", out=garbage)), "checkpoint.pt")
     assert_ok(resume())
-
 
 
 class _Payload:

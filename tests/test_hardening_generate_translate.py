@@ -11,19 +11,13 @@ import shutil
 import pytest
 import torch
 
-from cli_cases import BROKEN, NON_UTF8, assert_error, assert_ok, broken_copy, run_cli, write
+from cli_cases import BROKEN, NON_UTF8, bad_input, assert_error, assert_ok, broken_copy, run_cli, write
 from test_translation_training import write_corpus
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: threads only add overhead
 
 CORPUS = "".join(f"the cat sat on mat number {i}. 我爱中国 😀\n" for i in range(200))
 CJK = ["我", "爱", "中", "国", "😀"]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models on a shared 2-core machine
-    yield
-    torch.set_num_threads(before)
 
 
 def gpt_folder(path, tokenizer, n_positions=32):
@@ -80,7 +74,6 @@ def translate_train(data, out, *extra):
 
 # ---- input files: missing, empty, blank-only, non-UTF-8, a folder -----------------------------------
 
-INPUTS = {"missing": None, "empty": b"", "blank-only": b"\n  \n\t\n", "non-UTF-8": NON_UTF8, "folder": "folder"}
 
 
 def reading(f, path, out):
@@ -127,11 +120,7 @@ EXPECTED = {
 
 @pytest.mark.parametrize("command, kind", sorted(EXPECTED))
 def test_bad_input_files(f, tmp_path, command, kind):
-    path = str(tmp_path / "input.txt")
-    if INPUTS[kind] == "folder":
-        os.mkdir(path)
-    elif INPUTS[kind] is not None:
-        write(path, INPUTS[kind])
+    path = bad_input(tmp_path / "input.txt", kind)
     result = run_cli(*reading(f, path, str(tmp_path / "out"))[command])
     expected = EXPECTED[command, kind]
     if isinstance(expected, str):

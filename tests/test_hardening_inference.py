@@ -15,18 +15,12 @@ import torch
 
 from cli_cases import BROKEN, NON_UTF8, assert_error, assert_ok, broken_copy, run_cli, write
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: threads only add overhead
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = "the cat dog sat ran on a mat rug big small ##s and it was . , tired 我 爱 中 国".split()
 COMMANDS = ["embed", "similar", "extract-features", "fill-mask", "attention"]
 MAX_POSITIONS = 32
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models: threads only add overhead on a shared machine
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

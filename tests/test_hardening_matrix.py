@@ -14,15 +14,9 @@ from bertlab.cli import COMMANDS
 from cli_cases import assert_error, assert_ok, run_cli, write
 from test_translation_training import write_corpus
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: threads only add overhead
+
 TEXT = "the cat sat on the mat .\nthe dog ran .\n"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
