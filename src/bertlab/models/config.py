@@ -16,10 +16,13 @@ class JsonConfig:
     @classmethod
     def from_json_file(cls, path):
         from ..io import read_json
+        values = read_json(path)
         try:
-            return cls.from_dict(read_json(path))
+            return cls.from_dict(values)
         except TypeError as e:  # a value of the wrong kind for a field
             raise ValueError(f"{path}: not a valid {cls.__name__} ({e})") from None
+        except ValueError as e:  # a field out of range, or fields that contradict each other
+            raise ValueError(f"{path}: {e}") from None
 
     def to_json_file(self, path, hf: bool = True, **extra):
         from ..io import atomic_write_text
