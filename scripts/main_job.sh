@@ -22,7 +22,7 @@ echo "==    a page's one-line description belongs to (592 real Linux man-pages o
 OUT=${BERTLAB_RUNS:-runs}/manpages
 bertlab finetune --task classify --model minilm --text-a description --label section \
   --train data/manpages/train.tsv --dev data/manpages/dev.tsv --test data/manpages/test.tsv \
-  --epochs 3 --batch-size 16 --lr 1e-4 --quiet -o "$OUT"
+  --epochs 3 --batch-size 16 --lr 1e-4 --quiet -o "$OUT" --overwrite
 printf 'description\nwait for a child process to change state\nformatted output conversion\noverview of the kernel keyring\n' \
   > "$OUT/new.tsv"
 bertlab predict --model "$OUT/model" "$OUT/new.tsv"
@@ -31,7 +31,7 @@ echo
 echo "== 4. BERT pretraining from raw text: the shipped docstring summaries -> a WordPiece vocabulary -> =="
 echo "==    google's masked, paired instances -> MLM + NSP training of a tiny BERT (about a minute) =="
 PT=${BERTLAB_RUNS:-runs}/pretrain
-bertlab data python-docs -o "$PT/corpus" --heldout 0.1
+bertlab data python-docs -o "$PT/corpus" --heldout 0.1 --overwrite
 bertlab vocab "$PT/corpus/train.txt" --vocab-size 4000 -o "$PT/vocab" --overwrite
 for split in train heldout; do
   bertlab create-pretraining-data "$PT/corpus/$split.txt" --vocab "$PT/vocab" -o "$PT/$split" \
