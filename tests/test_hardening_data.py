@@ -571,3 +571,10 @@ def test_data_commands_run_without_torch(f, tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines()[-1] == "[]"
+
+
+def test_tokenize_takes_a_model_folder_for_its_vocabulary(f, tmp_path):
+    folder = os.path.dirname(f["vocab"])
+    path = write(tmp_path / "in.txt", "the cat\n")
+    by_file = assert_ok(run_cli("tokenize", "--vocab", f["vocab"], path)).out
+    assert assert_ok(run_cli("tokenize", "--vocab", folder, path)).out == by_file == "the cat\n"

@@ -1,4 +1,5 @@
 """bertlab tokenize: WordPiece tokens (or ids) of each input line."""
+import os
 import sys
 
 from ..io import read_lines
@@ -16,14 +17,15 @@ def add_parser(subparsers):
                     "empty line (an empty file is an error). No [CLS]/[SEP] are added. A word over "
                     "100 characters is one [UNK], as in HF's tokenizers (google's limit is 200).")
     p.add_argument("file", nargs="?", default="-", metavar="FILE", help="UTF-8 text file (default: stdin)")
-    p.add_argument("--vocab", required=True, help="vocab.txt, one token per line")
+    p.add_argument("--vocab", required=True, help="vocab.txt (one token per line), or a model folder holding one")
     p.add_argument("--cased", action="store_true", help="keep case and accents (for cased checkpoints)")
     p.add_argument("--ids", action="store_true", help="print token ids instead of tokens")
     p.set_defaults(run=run)
 
 
 def run(args):
-    tokenizer = BertTokenizer(args.vocab, do_lower_case=not args.cased)
+    vocab_file = os.path.join(args.vocab, "vocab.txt") if os.path.isdir(args.vocab) else args.vocab
+    tokenizer = BertTokenizer(vocab_file, do_lower_case=not args.cased)
     for token in (UNK, CLS, SEP):  # a file that is not a BERT vocabulary fails now, not mid-output
         tokenizer.vocab.special_id(token, "every BERT vocabulary")
     lines = read_lines(args.file)
