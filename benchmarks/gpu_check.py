@@ -23,7 +23,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(0)
     hf = transformers.BertModel(transformers.BertConfig()).eval().cuda()
-    ours = BertModel(BertConfig.base(), init_weights=False)
+    ours = BertModel(BertConfig(), init_weights=False)
     load_state_dict_strict(ours, {k: v.cpu() for k, v in hf.state_dict().items()})
     ours = ours.eval().cuda()
     ids = torch.randint(1000, 30000, (16, 128), device="cuda")

@@ -81,7 +81,7 @@ def test_random_hf_bert_base_loads_with_identical_outputs(tmp_path):
     want = theirs(input_ids=ids, token_type_ids=types, attention_mask=mask)
     assert (got[0] - want.prediction_logits)[mask.bool()].abs().max() < 1e-4  # logits of size ~10
     assert (got[1] - want.seq_relationship_logits).abs().max() < 1e-5
-    assert BertConfig.from_json_file(tmp_path / "config.json") == BertConfig.base()
+    assert BertConfig.from_json_file(tmp_path / "config.json") == BertConfig()
 
 
 def test_config_round_trips_bert_config_json_and_hf_config_json(tmp_path):

@@ -197,7 +197,6 @@ def test_init_from_a_model_folder_and_the_time_budget(folders, tmp_path):
 
 
 def test_dynamic_masking_resumes_exactly(folders, tmp_path, monkeypatch):
-    pytest.importorskip("bertlab.pretraining.masking")
     static = PretrainingData(folders["train"])
     rows = static.rows(np.arange(200))
     instances = []

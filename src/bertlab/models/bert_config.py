@@ -36,12 +36,7 @@ class BertConfig(JsonConfig):
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of "
                              f"num_attention_heads {self.num_attention_heads}")
 
-    # Presets of the BERT paper: intermediate size is 4H.
-    @classmethod
-    def base(cls, **overrides):
-        return cls(**{"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-                      "intermediate_size": 3072, **overrides})
-
+    # BERT-large of the paper (intermediate size 4H); BERT-base is the default.
     @classmethod
     def large(cls, **overrides):
         return cls(**{"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,

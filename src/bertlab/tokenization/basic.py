@@ -71,12 +71,6 @@ def char_classes() -> dict[str, str]:
             "mn": _char_class(mn), "cjk": "".join("\\U%08x-\\U%08x" % r for r in CJK_RANGES)}
 
 
-def clean_text(text: str) -> str:
-    """Drop NUL, U+FFFD and control characters; map whitespace to a space (google's _clean_text)."""
-    return "".join(" " if is_whitespace(c) else c for c in text
-                   if not (c == "\0" or c == "\ufffd" or is_control(c)))
-
-
 def strip_accents(text: str) -> str:
     """NFD, then drop nonspacing marks (Mn)."""
     return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn")
