@@ -83,18 +83,17 @@ def peak_tflops(args) -> float | None:
 
 def make_instances(workdir: str, corpus: str | None) -> str:
     """A folder of pretraining instances from real English text; returns its path."""
-    from bertlab.cli import main as bertlab
     from bertlab.interop import resolve
+    from bertlab.pretraining.create import create_pretraining_data, load_vocab_tokenizer, report
+    from bertlab.pretraining.instances import InstanceOptions
     if corpus is None:
         from bertlab.data.english_corpus import build_corpus
         build_corpus(os.path.join(workdir, "corpus"), sources=("licenses", "info"), progress=False)
         corpus = os.path.join(workdir, "corpus", "train.txt")
     out = os.path.join(workdir, "instances")
-    code = bertlab(["create-pretraining-data", corpus, "--vocab", os.path.join(resolve("minilm"), "vocab.txt"),
-                    "--uncased", "-o", out, "--max-seq-length", str(SEQ), "--max-predictions-per-seq",
-                    str(PREDICTIONS), "--dupe-factor", "1", "--random-seed", "12345", "--workers", "2"])
-    if code:
-        raise SystemExit(f"create-pretraining-data failed ({code})")
+    tokenizer = load_vocab_tokenizer(os.path.join(resolve("minilm"), "vocab.txt"), do_lower_case=True)
+    options = InstanceOptions(max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, dupe_factor=1)
+    print(report(create_pretraining_data([corpus], out, tokenizer, options, seed=12345, workers=2), out))
     return out
 
 

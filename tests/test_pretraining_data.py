@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from bertlab.cli import main
-from bertlab.cli.create_pretraining_data import create_pretraining_data, load_vocab_tokenizer
+from bertlab.pretraining.create import create_pretraining_data, load_vocab_tokenizer
 from bertlab.pretraining.instances import InstanceOptions, trim_seq_pair
 from bertlab.pretraining.masking import create_masked_lm_predictions, make_mask_fn, mask_fn_for
 from bertlab.pretraining.shards import PretrainingData

@@ -1,0 +1,175 @@
+"""Text files -> masked, paired BERT pretraining instances in the shard format (what
+`bertlab create-pretraining-data` runs).
+
+The main process reads the files (the only place that sees bytes, so errors can name file, line
+and offset) and hands chunks of ``chunk_docs`` documents to worker processes, which tokenize,
+build and mask the instances of a chunk with a generator seeded from (seed, chunk index); the main
+process writes the results in chunk order. Memory is bounded by the chunks in flight, and the
+output is the same for any number of workers.
+
+    tokenizer = load_vocab_tokenizer("vocab.txt")
+    counts = create_pretraining_data(["corpus.txt"], "shards", tokenizer, InstanceOptions(dupe_factor=1))
+    print(report(counts, "shards"))
+"""
+import json
+import os
+import shutil
+from collections import Counter, deque
+
+from .. import progress
+from ..io import atomic_write_text, make_folder
+from ..tokenization import BertTokenizer, Vocab
+from ..tokenization.bert_tokenizer import tokenizer_config
+from .instances import (InstanceOptions, Vocabulary, array_rows, check_text_files, chunk_rng,
+                        create_training_instances, instances_to_arrays, read_documents, tokenize_documents)
+from .masking import _jieba
+from .shards import ShardWriter, write_meta
+
+
+def load_vocab_tokenizer(path, do_lower_case=None) -> BertTokenizer:
+    """The tokenizer of a vocab.txt (or a folder with one); casing from tokenizer_config.json beside
+    it unless given, and a given casing that contradicts that file is an error."""
+    folder, vocab_file = (path, os.path.join(path, "vocab.txt")) if os.path.isdir(path) \
+        else (os.path.dirname(path) or ".", path)
+    if not os.path.exists(vocab_file):
+        raise FileNotFoundError(f"{vocab_file}: no such vocabulary file")
+    settings = tokenizer_config(folder)
+    saved = settings.get("do_lower_case")
+    if do_lower_case is not None and saved is not None and do_lower_case != saved:
+        raise ValueError(f"{folder}/tokenizer_config.json says do_lower_case={saved}, but "
+                         f"{'--uncased' if do_lower_case else '--cased'} was given")
+    do_lower_case = do_lower_case if do_lower_case is not None else saved if saved is not None else True
+    return BertTokenizer(Vocab.load(vocab_file), do_lower_case, never_split=settings.get("never_split") or [])
+
+
+def create_pretraining_data(files, folder, tokenizer: BertTokenizer, options: InstanceOptions, *, seed=12345,
+                            workers=1, chunk_docs=2000, shard_size=50_000, encoding_errors="strict",
+                            chinese_ref=None, chinese_words=None, overwrite=False, progress_bar=True) -> Counter:
+    """Write the instances of ``files`` to ``folder`` (shards, vocab.txt, tokenizer_config.json,
+    meta.json last) with ``options``; returns the counts saved in meta.json's settings.
+    ``chinese_words`` ("ref", with one ``chinese_ref`` file per file, or "jieba") masks Chinese
+    words whole. Pretraining data already in ``folder`` is replaced only with ``overwrite``."""
+    check_inputs(files, tokenizer, options, chinese_ref, chinese_words)
+    _prepare_output(folder, overwrite)
+    counts = Counter()
+    total = sum(os.path.getsize(f) for f in files)
+    bar = progress.progress_bar(total=total, unit="B", unit_scale=True, desc="create-pretraining-data",
+                                enabled=progress_bar)
+    documents = read_documents(files, encoding_errors, chinese_ref, counts, progress.write)
+    writer = ShardWriter(folder, "shard", options.max_seq_length, options.max_predictions_per_seq,
+                         len(tokenizer.vocab), options.dynamic_masking, shard_size)
+    state = (tokenizer, options, seed, chinese_words)
+    try:
+        for arrays, chunk_counts in _map_chunks(_chunks(documents, chunk_docs), workers, state):
+            for row in array_rows(arrays):
+                writer.add(row)
+            counts.update(chunk_counts)
+            bar.set_postfix(instances=counts["instances"], refresh=False)
+            bar.update(counts["bytes_read"] - bar.n)
+    finally:
+        bar.close()
+    shards = writer.close()
+    if not shards:
+        raise ValueError(f"no instances: {', '.join(map(str, files))} hold no text")
+    _save_tokenizer(tokenizer, folder)
+    stats = {k: v for k, v in sorted(counts.items()) if k != "bytes_read"}
+    settings = {"mode": options.mode, "masked_lm_prob": options.masked_lm_prob,
+                "short_seq_prob": options.short_seq_prob, "dupe_factor": options.dupe_factor,
+                "random_seed": seed, "do_whole_word_mask": options.do_whole_word_mask,
+                "chinese_words": chinese_words, "do_lower_case": tokenizer.do_lower_case, "chunk_docs": chunk_docs,
+                "files": [os.path.abspath(f) for f in files], "stats": stats}
+    write_meta(folder, shards, max_seq_length=options.max_seq_length,
+               max_predictions_per_seq=options.max_predictions_per_seq, vocab_size=len(tokenizer.vocab),
+               dynamic_masking=options.dynamic_masking, nsp=options.mode == "nsp", settings=settings)
+    return counts
+
+
+def check_inputs(files, tokenizer: BertTokenizer, options: InstanceOptions, chinese_ref=None, chinese_words=None):
+    """Everything that can be wrong with the inputs, found before any work (not in a worker)."""
+    Vocabulary.of(tokenizer.vocab)  # a vocab without [CLS]/[SEP]/[MASK] fails here, named
+    tokenizer.unk_token_id  # noqa: B018 (and one without [UNK] too, not at a worker's first unknown word)
+    if chinese_words and options.dynamic_masking:
+        raise ValueError("Chinese whole-word masking needs static masking: the shards do not store word "
+                         "boundaries, so a dynamic mask could not honour them")
+    if chinese_words == "jieba":
+        _jieba()
+    check_text_files(list(files) + list(chinese_ref or []))
+
+
+def _save_tokenizer(tokenizer: BertTokenizer, folder):
+    """vocab.txt and a fresh tokenizer_config.json (not merged into one a previous run left)."""
+    tokenizer.vocab.save(os.path.join(folder, "vocab.txt"))
+    config = {"do_lower_case": tokenizer.do_lower_case}
+    if tokenizer.special_tokens:
+        config["never_split"] = tokenizer.special_tokens
+    atomic_write_text(os.path.join(folder, "tokenizer_config.json"), json.dumps(config, indent=2) + "\n")
+
+
+def report(counts: Counter, folder) -> str:
+    c = counts
+    lines = [f"wrote {c['instances']} instances ({c['tokens']} tokens) to {folder}",
+             f"  documents {c['documents']} (empty, skipped: {c['empty_documents']}), sentences {c['sentences']}, "
+             f"lines {c['lines']}",
+             f"  random next sentence {c['random_next']}, masked LM predictions {c['masked_lm_predictions']}",
+             f"  sentences longer than an instance {c['long_sentences']}, instances trimmed {c['truncated_instances']}"]
+    if c["encoding_replacements"]:
+        lines.append(f"  non-UTF-8 byte sequences replaced by U+FFFD: {c['encoding_replacements']}")
+    return "\n".join(lines)
+
+
+def _prepare_output(folder, overwrite: bool):
+    make_folder(folder)
+    old = [n for n in os.listdir(folder) if n == "meta.json" or n.endswith(".npy")]
+    if old and not overwrite:
+        raise ValueError(f"{folder}: already holds pretraining data; pass --overwrite to replace it")
+    for name in sorted(old, key=lambda n: n != "meta.json"):  # meta.json first: the folder reads unfinished
+        path = os.path.join(folder, name)
+        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+
+
+def _chunks(documents, chunk_docs: int):
+    """The documents in groups of chunk_docs, in reading order."""
+    chunk = []
+    for document in documents:
+        chunk.append(document)
+        if len(chunk) == chunk_docs:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+_STATE = None  # the worker's (tokenizer, options, seed, chinese_words)
+
+
+def _init(state):
+    global _STATE
+    _STATE = state + (Vocabulary.of(state[0].vocab),)
+
+
+def _process(task):
+    index, raw_documents = task
+    tokenizer, options, seed, chinese_words, vocabulary = _STATE
+    counts = Counter()
+    documents = tokenize_documents(raw_documents, tokenizer, options, vocabulary, chinese_words, counts)
+    instances = create_training_instances(documents, options, vocabulary, chunk_rng(seed, index), counts)
+    return instances_to_arrays(instances, options, vocabulary.size), counts
+
+
+def _map_chunks(chunks, workers: int, state):
+    """_process over the chunks, results in chunk order; at most 2 chunks per worker in flight."""
+    numbered = enumerate(chunks)
+    if workers == 1:
+        _init(state)
+        yield from map(_process, numbered)
+        return
+    import multiprocessing
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    with context.Pool(workers, _init, (state,)) as pool:
+        pending = deque()
+        for task in numbered:
+            pending.append(pool.apply_async(_process, (task,)))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
