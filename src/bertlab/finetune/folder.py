@@ -75,7 +75,8 @@ def load_finetuned(folder):
     """(task, model, tokenizer) from a folder written by save_finetuned. A folder that is not one
     (no or a broken task.json, config or weights, weights that do not fit the config) is a
     ValueError or FileNotFoundError naming the file and the problem."""
-    from ..interop.hf_bert import load_state_dict_strict, read_state_dict
+    from ..interop.folder import read_state_dict
+    from ..interop.hf_bert import load_state_dict_strict
     from ..interop.pretrained import load_tokenizer, read_config, resolve
     from .tasks import make_task
     folder = resolve(readable_folder(folder))

@@ -51,7 +51,8 @@ def load_base_model(task, name, init="pretrained", added_tokens=(), quiet=False,
     (special_tokens.py)."""
     import torch
 
-    from ..interop.hf_bert import init_from_state_dict, read_state_dict
+    from ..interop.folder import read_state_dict
+    from ..interop.hf_bert import init_from_state_dict
     from ..interop.pretrained import load_tokenizer, read_config, resolve
     from .special_tokens import grow_word_embeddings
     folder = resolve(name)

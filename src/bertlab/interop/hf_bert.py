@@ -3,15 +3,12 @@
 Our parameter names follow the notes (`attention_sublayer.norm`, `feed_forward.intermediate`);
 HF's follow google-research/bert's TF scopes. One table maps between them, both ways.
 """
-import json
-import os
 import re
-from dataclasses import dataclass, field
 
 import torch
 
-from ..io import atomic_write, atomic_write_text, check_finite_tensors, make_folder, read_safetensors
 from ..models import BertModel
+from .folder import LoadReport, write_hf_folder
 
 # (ours, HF) — `{i}` is a layer index. Everything not listed keeps its name.
 # Prefixes: heads-models (ours and HF's) keep the encoder under `bert.`; a bare BertModel has none.
@@ -55,42 +52,6 @@ def from_hf_name(key: str) -> str:
     key = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", key)  # checkpoints converted from TF 1.x
     key = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", key)
     return _rename(key, [(hf, ours) for ours, hf in NAME_TABLE])
-
-
-@dataclass
-class LoadReport:
-    """What partial initialisation did, as google-research/bert's assignment map reports it."""
-    initialized: list = field(default_factory=list)
-    new: list = field(default_factory=list)  # in the model, not in the checkpoint
-    mismatched: list = field(default_factory=list)  # (name, model shape, checkpoint shape)
-    unused: list = field(default_factory=list)  # in the checkpoint, not in the model
-
-    def __str__(self):
-        lines = [f"initialized {len(self.initialized)} tensors from the checkpoint"]
-        for title, names in (("new (randomly initialised)", self.new), ("left unused", self.unused)):
-            if names:
-                lines.append(f"{title}: {len(names)}: " + ", ".join(names))
-        for name, ours, theirs in self.mismatched:
-            lines.append(f"shape mismatch, kept random: {name}: model {ours} vs checkpoint {theirs}")
-        return "\n".join(lines)
-
-
-def read_state_dict(folder) -> dict:
-    """The tensors of model.safetensors (preferred) or pytorch_model.bin in `folder`."""
-    st, pt = os.path.join(folder, "model.safetensors"), os.path.join(folder, "pytorch_model.bin")
-    if os.path.exists(st):
-        return read_safetensors(st)
-    if os.path.exists(pt):
-        try:
-            tensors = torch.load(pt, map_location="cpu", weights_only=True)
-        except Exception as e:  # pickle refused (weights_only) or a truncated/foreign file
-            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise ValueError(f"{pt}: not a readable PyTorch weights file ({reason[:300]})") from None
-        if not isinstance(tensors, dict):
-            raise ValueError(f"{pt}: holds a {type(tensors).__name__}, not a dict of tensors")
-        check_finite_tensors(tensors, pt)
-        return tensors
-    raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
 
 
 def _to_our_names(model, hf_state: dict) -> dict:
@@ -143,8 +104,7 @@ def init_from_state_dict(model, hf_state: dict) -> LoadReport:
 def load_state_dict_strict(model, hf_state: dict, source="checkpoint") -> LoadReport:
     """Like init_from_state_dict, but a missing or mis-shaped tensor is an error that names it."""
     report = init_from_state_dict(model, hf_state)
-    problems = [f"missing tensor {n}" for n in report.new]
-    problems += [f"tensor {n} has shape {t} in the checkpoint, the config needs {o}" for n, o, t in report.mismatched]
+    problems = report.misfits()
     if problems:
         raise ValueError(f"{source}: does not fit the model:\n  " + "\n  ".join(problems))
     return report
@@ -178,13 +138,4 @@ def save_pretrained(model, folder, tokenizer=None, extra_config: dict | None = N
     write_hf_folder(folder, config, hf_state_dict(model))
     if tokenizer is not None:
         tokenizer.save_pretrained(folder)
-
-
-def write_hf_folder(folder, config: dict, tensors: dict):
-    """config.json + model.safetensors, each written atomically: the HF layout every model shares."""
-    from safetensors.torch import save
-    make_folder(folder)
-    atomic_write_text(os.path.join(folder, "config.json"), json.dumps(config, indent=2, sort_keys=True) + "\n")
-    atomic_write(os.path.join(folder, "model.safetensors"),
-                 lambda f: f.write(save(tensors, metadata={"format": "pt"})), mode="wb")
 

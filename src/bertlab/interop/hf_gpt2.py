@@ -11,7 +11,7 @@ import torch
 
 from ..io import read_json
 from ..models.gpt import GPT, GPTConfig
-from .hf_bert import LoadReport, read_state_dict, write_hf_folder
+from .folder import LoadReport, read_state_dict, write_hf_folder
 
 # (ours, HF, how): "same" copies, "conv1d" transposes, "qkv" splits/fuses c_attn.
 # `{i}` is a layer index; our query/key/value weights and biases become one c_attn tensor.
@@ -106,8 +106,7 @@ def load_state_dict_strict(model: GPT, hf_state: dict, source="checkpoint") -> L
             else:
                 target.copy_(ours[name])
                 report.initialized.append(name)
-    problems = [f"missing tensor {n}" for n in report.new]
-    problems += [f"tensor {n} has shape {t} in the checkpoint, the config needs {o}" for n, o, t in report.mismatched]
+    problems = report.misfits()
     if problems:
         shown = problems[:5] + ([f"... and {len(problems) - 5} more"] if len(problems) > 5 else [])
         raise ValueError(f"{source}: does not fit the model:\n  " + "\n  ".join(shown))

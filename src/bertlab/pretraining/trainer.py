@@ -221,7 +221,8 @@ class _Run:
                       self.device)]
 
     def _init_from(self, folder):
-        from ..interop.hf_bert import init_from_state_dict, read_state_dict
+        from ..interop.folder import read_state_dict
+        from ..interop.hf_bert import init_from_state_dict
         report = init_from_state_dict(self.model, read_state_dict(folder))
         if report.mismatched:
             raise ValueError(f"--init-from {folder}: " + str(report))

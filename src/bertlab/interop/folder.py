@@ -1,0 +1,64 @@
+"""The model folder every bertlab model is saved in, HF's layout: config.json beside
+model.safetensors (or, read only, pytorch_model.bin). What loading the weights did is a LoadReport.
+
+Only the file I/O lives here; each family's names (hf_bert, hf_gpt2) and folder extras
+(translation_folder, finetune/folder) sit in their own modules, and load.py picks between them.
+"""
+import json
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from ..io import atomic_write, atomic_write_text, check_finite_tensors, make_folder, read_safetensors
+
+
+@dataclass
+class LoadReport:
+    """What partial initialisation did, as google-research/bert's assignment map reports it."""
+    initialized: list = field(default_factory=list)
+    new: list = field(default_factory=list)  # in the model, not in the checkpoint
+    mismatched: list = field(default_factory=list)  # (name, model shape, checkpoint shape)
+    unused: list = field(default_factory=list)  # in the checkpoint, not in the model
+
+    def __str__(self):
+        lines = [f"initialized {len(self.initialized)} tensors from the checkpoint"]
+        for title, names in (("new (randomly initialised)", self.new), ("left unused", self.unused)):
+            if names:
+                lines.append(f"{title}: {len(names)}: " + ", ".join(names))
+        for name, ours, theirs in self.mismatched:
+            lines.append(f"shape mismatch, kept random: {name}: model {ours} vs checkpoint {theirs}")
+        return "\n".join(lines)
+
+    def misfits(self) -> list[str]:
+        """Why the checkpoint cannot be loaded strictly: its missing and mis-shaped tensors."""
+        problems = [f"missing tensor {n}" for n in self.new]
+        return problems + [f"tensor {n} has shape {t} in the checkpoint, the config needs {o}"
+                           for n, o, t in self.mismatched]
+
+
+def read_state_dict(folder) -> dict:
+    """The tensors of model.safetensors (preferred) or pytorch_model.bin in `folder`."""
+    st, pt = os.path.join(folder, "model.safetensors"), os.path.join(folder, "pytorch_model.bin")
+    if os.path.exists(st):
+        return read_safetensors(st)
+    if os.path.exists(pt):
+        try:
+            tensors = torch.load(pt, map_location="cpu", weights_only=True)
+        except Exception as e:  # pickle refused (weights_only) or a truncated/foreign file
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ValueError(f"{pt}: not a readable PyTorch weights file ({reason[:300]})") from None
+        if not isinstance(tensors, dict):
+            raise ValueError(f"{pt}: holds a {type(tensors).__name__}, not a dict of tensors")
+        check_finite_tensors(tensors, pt)
+        return tensors
+    raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
+
+
+def write_hf_folder(folder, config: dict, tensors: dict):
+    """config.json + model.safetensors, each written atomically: the HF layout every model shares."""
+    from safetensors.torch import save
+    make_folder(folder)
+    atomic_write_text(os.path.join(folder, "config.json"), json.dumps(config, indent=2, sort_keys=True) + "\n")
+    atomic_write(os.path.join(folder, "model.safetensors"),
+                 lambda f: f.write(save(tensors, metadata={"format": "pt"})), mode="wb")
