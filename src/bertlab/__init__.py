@@ -5,8 +5,8 @@ such as `bertlab tokenize`) does not pay for importing torch."""
 import importlib
 
 __version__ = "0.1.0"
-_EXPORTS = {"embed_texts": ".inference", "top_k": ".inference", "load_pretrained": ".interop",
-            "save_pretrained": ".interop", "BertConfig": ".models", "BertForPreTraining": ".models",
+_EXPORTS = {"embed_texts": ".inference", "top_k": ".inference", "load_model": ".interop", "LoadedModel": ".interop",
+            "load_pretrained": ".interop", "save_pretrained": ".interop", "BertConfig": ".models", "BertForPreTraining": ".models",
             "BertForSequenceClassification": ".models", "BertModel": ".models", "BertTokenizer": ".tokenization"}
 __all__ = sorted(_EXPORTS)
 

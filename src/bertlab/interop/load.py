@@ -1,0 +1,85 @@
+"""One entry point for every model folder, as HF's from_pretrained: load_model reads the folder's
+files and config, picks the loader of its kind and returns one LoadedModel.
+
+    kind          the folder holds                              loaded by
+    "finetuned"   task.json (what `bertlab finetune` writes)    finetune.folder.load_finetuned
+    "translation" translation.json, source_tokenizer/           translation_folder.load_translation_model
+    "gpt"         config.json with model_type "gpt2"            hf_gpt2.load_gpt2
+    "bert"        config.json (model_type "bert") or            pretrained.load_pretrained, the class
+                  bert_config.json                              named by config.json's architectures
+"""
+import os
+from dataclasses import dataclass, field
+
+from ..io import read_json
+from .pretrained import load_pretrained, resolve
+
+# The BERT classes a config's `architectures` can name; any other (HF's BertForMaskedLM, say)
+# loads as the bare encoder, its heads listed as unused in the report.
+BERT_ARCHITECTURES = ("BertModel", "BertForPreTraining", "BertForSequenceClassification")
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model in eval mode on its device and the tokenizer that encodes its input. `extra` holds
+    what a kind adds: "report" (the LoadReport, for bert and gpt), "task" (finetuned),
+    "target_tokenizer" and "settings" (translation, whose `tokenizer` is the source side)."""
+    kind: str
+    model: object
+    tokenizer: object
+    extra: dict = field(default_factory=dict)
+
+
+def load_model(folder, device="cpu") -> LoadedModel:
+    """The model saved in `folder` (any folder bertlab writes, an HF BERT or GPT-2 folder, or a
+    packaged name such as "minilm"), dispatched on what the folder holds (module docstring)."""
+    # finetune sits above interop; its folder module is imported here because a fine-tuned model
+    # may be read while a save replaces it (readable_folder), and only its loader knows task.json.
+    from ..finetune.folder import load_finetuned, readable_folder
+    path = resolve(readable_folder(folder))
+    if os.path.exists(os.path.join(path, "task.json")):
+        task, model, tokenizer = load_finetuned(path)
+        return LoadedModel("finetuned", model.to(device), tokenizer, {"task": task})
+    if os.path.exists(os.path.join(path, "translation.json")) or os.path.isdir(os.path.join(path, "source_tokenizer")):
+        return _load_translation(path, device)
+    config = _read_any_config(path)
+    kind = config.get("model_type", "gpt2" if "n_embd" in config else "bert")
+    if kind == "gpt2":
+        return _load_gpt(path, device)
+    if kind != "bert":
+        raise ValueError(f"{path}: config model_type {kind!r} is not a model bertlab reads "
+                         "(bert, gpt2, or a translation or fine-tuned folder bertlab wrote)")
+    architecture = (config.get("architectures") or ["BertModel"])[0]
+    model_class = architecture if architecture in BERT_ARCHITECTURES else "BertModel"
+    from .. import models
+    model, tokenizer, report = load_pretrained(path, getattr(models, model_class))
+    return LoadedModel("bert", model.to(device), tokenizer, {"report": report})
+
+
+def _read_any_config(folder) -> dict:
+    for name in ("config.json", "bert_config.json"):
+        path = os.path.join(folder, name)
+        if os.path.exists(path):
+            config = read_json(path)
+            if not isinstance(config, dict):
+                raise ValueError(f"{path}: holds a {type(config).__name__}, not a JSON object of settings")
+            return config
+    raise ValueError(f"{folder}: not a model folder: no config.json or bert_config.json, no task.json and no "
+                     "translation.json (a folder bertlab or HF transformers saved has one of them)")
+
+
+def _load_gpt(folder, device) -> LoadedModel:
+    from ..tokenization.char_level import load_gpt_tokenizer
+    from .hf_gpt2 import load_gpt2
+    model, report = load_gpt2(folder, map_location=device)
+    tokenizer = load_gpt_tokenizer(folder)
+    if tokenizer.vocab_size != model.config.vocab_size:
+        raise ValueError(f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens, the model "
+                         f"{model.config.vocab_size}; they are not one model's files")
+    return LoadedModel("gpt", model, tokenizer, {"report": report})
+
+
+def _load_translation(folder, device) -> LoadedModel:
+    from .translation_folder import load_translation_model
+    model, source, target, settings = load_translation_model(folder, device)
+    return LoadedModel("translation", model, source, {"target_tokenizer": target, "settings": settings})
