@@ -1,0 +1,131 @@
+"""load_model reads every kind of model folder — ours and HF's — through one entry point, and gives
+the same model as the specialised loader of that kind."""
+import os
+import shutil
+
+import pytest
+import torch
+
+from bertlab import BertConfig, BertForPreTraining, BertModel, BertTokenizer, LoadedModel, load_model, save_pretrained
+from bertlab.finetune.folder import load_finetuned
+from bertlab.interop import load_pretrained
+from bertlab.interop.hf_gpt2 import load_gpt2
+from bertlab.interop.translation_folder import load_translation_model
+from bertlab.tokenization.char_level import load_gpt_tokenizer
+from cli_cases import assert_ok, run_cli, write
+from test_translation_training import write_corpus
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: threads only add overhead
+
+WORDS = "the cat dog sat ran on a mat . , tired".split()
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+IDS = torch.tensor([[2, 5, 6, 8, 3]])
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """Tiny folders of every kind, made as test_hardening_matrix.py makes them."""
+    root = tmp_path_factory.mktemp("load_model")
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=64)
+    tokenizer = BertTokenizer({t: i for i, t in enumerate(VOCAB)})
+    f = {"bert_mlm": str(root / "bert_mlm"), "bert": str(root / "bert")}
+    save_pretrained(BertForPreTraining(config).eval(), f["bert_mlm"], tokenizer)
+    save_pretrained(BertModel(config).eval(), f["bert"], tokenizer)
+    table = write(root / "train.tsv", "sentence\tlabel\n" + "".join(
+        f"{s}\t{i % 2}\n" for i, s in enumerate(["the cat sat", "the dog ran", "a cat ran", "the mat"] * 2)))
+    assert_ok(run_cli("finetune", "--task", "classify", "--model", f["bert_mlm"], "--train", table, "--dev", table,
+                      "--max-steps", "1", "--batch-size", "4", "--quiet", "-o", root / "cls", "--device", "cpu"))
+    f["finetuned"] = str(root / "cls" / "model")
+    corpus = write(root / "corpus.txt", "".join(f"line {i}: the quick brown fox {i % 7} jumps\n" for i in range(300)))
+    assert_ok(run_cli("gpt-train", corpus, "--out", root / "gpt", "--tokenizer", "char", "--n-layer", "1",
+                      "--n-embd", "16", "--n-head", "2", "--block-size", "16", "--batch-size", "4", "--max-steps", "1",
+                      "--warmup", "1", "--eval-interval", "1", "--eval-tokens", "100", "--device", "cpu"))
+    f["gpt"] = str(root / "gpt" / "model")
+    (root / "pairs").mkdir()
+    assert_ok(run_cli("translate-train", "--data", str(write_corpus(root / "pairs")), "--src", "en", "--tgt", "de",
+                      "--out", root / "tr", "--joint-vocab", "--vocab-size", "80", "--min-frequency", "1",
+                      "--preset", "test", "--max-tokens", "64", "--max-steps", "1", "--warmup", "1",
+                      "--eval-interval", "1", "--bleu-sentences", "2", "--device", "cpu"))
+    f["translation"] = str(root / "tr" / "model")
+    return f
+
+
+def assert_same_model(ours, theirs):
+    assert type(ours) is type(theirs) and not ours.training
+    a, b = ours.state_dict(), theirs.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize(("name", "model_class"), [("bert_mlm", BertForPreTraining), ("bert", BertModel)])
+def test_bert_loads_with_the_class_its_config_names(folders, name, model_class):
+    loaded = load_model(folders[name])
+    model, tokenizer, report = load_pretrained(folders[name], model_class)
+    assert isinstance(loaded, LoadedModel) and loaded.kind == "bert"
+    assert_same_model(loaded.model, model)
+    assert loaded.tokenizer.tokenize("the cat sat") == tokenizer.tokenize("the cat sat")
+    assert str(loaded.extra["report"]) == str(report)
+    encoder = (lambda m: m.bert) if model_class is BertForPreTraining else (lambda m: m)
+    with torch.no_grad():
+        assert torch.equal(encoder(loaded.model)(IDS).sequence_output, encoder(model)(IDS).sequence_output)
+
+
+def test_finetuned_folder_loads_with_its_task(folders):
+    loaded = load_model(folders["finetuned"])
+    task, model, tokenizer = load_finetuned(folders["finetuned"])
+    assert loaded.kind == "finetuned" and loaded.extra["task"].state() == task.state()
+    assert_same_model(loaded.model, model)
+    with torch.no_grad():
+        assert torch.equal(loaded.model(IDS), model(IDS))
+
+
+def test_gpt_folder_loads_with_its_tokenizer(folders):
+    loaded = load_model(folders["gpt"])
+    model, report = load_gpt2(folders["gpt"])
+    assert loaded.kind == "gpt"
+    assert loaded.tokenizer.encode("the fox") == load_gpt_tokenizer(folders["gpt"]).encode("the fox")
+    assert loaded.tokenizer.vocab_size == model.config.vocab_size and str(loaded.extra["report"]) == str(report)
+    assert_same_model(loaded.model, model)
+    ids = torch.tensor([loaded.tokenizer.encode("the fox")])
+    with torch.no_grad():
+        assert torch.equal(loaded.model(ids)[0], model(ids)[0])
+
+
+def test_hf_gpt2_folder_loads_as_gpt(folders, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    vocab_size = load_model(folders["gpt"]).model.config.vocab_size
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=vocab_size, n_embd=16, n_layer=1, n_head=2,
+                                                              n_positions=16)).eval()
+    hf.save_pretrained(tmp_path)
+    shutil.copy(os.path.join(folders["gpt"], "chars.json"), tmp_path)  # its tokenizer: any of the right size
+    loaded = load_model(tmp_path)
+    assert loaded.kind == "gpt"
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.model(ids)[0], hf(ids).logits, atol=1e-5, rtol=1e-5)
+
+
+def test_translation_folder_loads_with_both_tokenizers(folders):
+    loaded = load_model(folders["translation"])
+    model, source, target, settings = load_translation_model(folders["translation"])
+    assert loaded.kind == "translation" and loaded.extra["settings"] == settings
+    assert loaded.tokenizer.encode("a cat") == source.encode("a cat")
+    assert loaded.extra["target_tokenizer"].encode("a cat") == target.encode("a cat")
+    assert_same_model(loaded.model, model)
+
+
+def test_minilm_loads_as_bert(minilm_dir):
+    loaded = load_model("minilm")
+    assert loaded.kind == "bert" and isinstance(loaded.model, BertModel)
+    assert not loaded.extra["report"].new and loaded.tokenizer.model_max_length == 256
+    assert_same_model(loaded.model, load_pretrained(minilm_dir)[0])
+
+
+def test_a_folder_without_a_model_names_what_is_missing(tmp_path):
+    with pytest.raises(ValueError, match=rf"{tmp_path}: not a model folder: no config.json"):
+        load_model(tmp_path)
+    write(tmp_path / "config.json", '{"model_type": "t5"}')
+    with pytest.raises(ValueError, match="model_type 't5' is not a model bertlab reads"):
+        load_model(tmp_path)
