@@ -3,8 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from bertlab.core import (DecoderBlock, EncoderBlock, KVCache, MultiHeadAttention, PositionalEncoding,
-                          PreallocatedKVCache, causal_mask, padding_mask, scaled_dot_product_attention,
-                          sinusoidal_positions)
+                          causal_mask, padding_mask, scaled_dot_product_attention, sinusoidal_positions)
 from bertlab.models import BertConfig
 from bertlab.models.bert import BertEmbeddings
 
@@ -115,22 +114,22 @@ def test_decoder_cache_equals_full_recomputation():
         memory_mask = padding_mask(torch.tensor([[1] * 6, [1] * 4 + [0] * 2])) if cross else None
         y = torch.randn(2, 5, 16)
         full, _ = block(y, memory, self_mask=causal_mask(5), memory_mask=memory_mask)
-        cache = block.new_cache()
+        cache = KVCache(1)
         # a 2-position prefill, then one position per step
         first, _ = block(y[:, :2], memory, self_mask=causal_mask(2), memory_mask=memory_mask, cache=cache)
         steps = [first] + [block(y[:, t:t + 1], memory, memory_mask=memory_mask, cache=cache)[0] for t in range(2, 5)]
         torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
-        assert len(cache["self"]) == 5
+        assert len(cache) == 5
 
 
 def test_kv_cache_reorder_for_beam_search():
     block = _decoder(cross_attention=False)
     y = torch.randn(3, 2, 16)
-    cache = block.new_cache()
+    cache = KVCache(1)
     block(y, self_mask=causal_mask(2), cache=cache)
-    cache["self"].reorder(torch.tensor([2, 2, 0]))
+    cache.reorder(torch.tensor([2, 2, 0]))
     step, _ = block(y[[2, 2, 0], 1:2] * 0 + 1, cache=cache)
-    ref = block.new_cache()
+    ref = KVCache(1)
     block(y[[2, 2, 0]], self_mask=causal_mask(2), cache=ref)
     torch.testing.assert_close(step, block(y[[2, 2, 0], 1:2] * 0 + 1, cache=ref)[0])
 
@@ -140,16 +139,16 @@ def test_preallocated_cache_reorders_and_drops_rows_like_a_growing_cache():
     # beam search reorders every step and drops the rows of finished sentences
     torch.manual_seed(0)
     block = _decoder(cross_attention=False)
-    grown, preallocated = {"self": KVCache(), "cross": None}, {"self": PreallocatedKVCache(6), "cross": None}
+    grown, preallocated = KVCache(1), KVCache(1, max_len=6)
     y = torch.randn(4, 1, 16)
     for index in ([3, 3, 0, 1], [1, 0, 2], [2, 2]):  # reorder, then fewer rows each step
         outs = [block(y, cache=cache)[0] for cache in (grown, preallocated)]
         torch.testing.assert_close(outs[1], outs[0])
         for cache in (grown, preallocated):
-            cache["self"].reorder(torch.tensor(index))
+            cache.reorder(torch.tensor(index))
         y = torch.randn(len(index), 1, 16)
     torch.testing.assert_close(block(y, cache=preallocated)[0], block(y, cache=grown)[0])
-    assert len(preallocated["self"]) == 4 and preallocated["self"].key.shape == grown["self"].key.shape
+    assert len(preallocated) == 4 and preallocated.keys[0].shape == grown.keys[0].shape
 
 
 def test_fused_qkv_equals_separate_projections_and_follows_weight_changes():

@@ -46,7 +46,7 @@ def test_cached_logits_equal_full_recomputation(model):
     x = torch.tensor(prompts(2, [12]))
     with torch.no_grad():
         full = model(x)[0]
-        cache = model.new_cache(2, 16)
+        cache = model.new_cache(16)
         first = model(x[:, :5], cache=cache)[0]
         steps = [model(x[:, i:i + 1], cache=cache)[0] for i in range(5, 12)]
     torch.testing.assert_close(torch.cat([first] + steps, 1), full, atol=1e-5, rtol=1e-5)

@@ -1,12 +1,13 @@
 """The shared Transformer core: BERT, the seq2seq Transformer and GPT are assembled from these."""
-from .attention import KVCache, MultiHeadAttention, PreallocatedKVCache, scaled_dot_product_attention
+from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .blocks import DecoderBlock, EncoderBlock, SublayerConnection
 from .embeddings import PositionalEncoding, sinusoidal_positions
 from .feed_forward import PositionwiseFeedForward, activation
+from .kv_cache import KVCache
 from .masks import causal_mask, padding_mask
 
 __all__ = [
-    "KVCache", "MultiHeadAttention", "PreallocatedKVCache", "scaled_dot_product_attention", "DecoderBlock", "EncoderBlock",
+    "KVCache", "MultiHeadAttention", "scaled_dot_product_attention", "DecoderBlock", "EncoderBlock",
     "SublayerConnection", "PositionalEncoding", "sinusoidal_positions", "PositionwiseFeedForward",
     "activation", "causal_mask", "padding_mask",
 ]

@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .dropout import dropout
+from .kv_cache import KVCache
 from .linear import Linear, weight_stamp
 
 
@@ -30,87 +31,6 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0, ne
     weights = scores.softmax(dim=-1)
     out = dropout(weights, dropout_p) @ value
     return out, weights if need_weights else None
-
-
-class KVCache:
-    """Keys and values of the positions seen so far, for one attention layer.
-
-    Self-attention appends one step at a time; encoder-decoder attention (`static=True`) projects
-    the encoder output once and reuses it for every decoding step.
-    """
-
-    def __init__(self, static: bool = False):
-        self.static = static
-        self.key = self.value = None
-
-    def __len__(self):
-        return 0 if self.key is None else self.key.size(-2)
-
-    def update(self, key, value):
-        if self.key is None or self.static:
-            self.key, self.value = key, value
-        else:
-            self.key = torch.cat([self.key, key], dim=-2)
-            self.value = torch.cat([self.value, value], dim=-2)
-        return self.key, self.value
-
-    def reorder(self, index: torch.Tensor):
-        """Keep the batch rows in `index` (beam search reorders hypotheses every step)."""
-        if self.key is not None:
-            self.key, self.value = self.key.index_select(0, index), self.value.index_select(0, index)
-
-
-class PreallocatedKVCache(KVCache):
-    """A self-attention KVCache that writes each step into buffers sized for the whole generation.
-
-    `KVCache.update` concatenates, copying the whole prefix every step; writing in place makes a
-    decoding step cost one position of memory traffic instead (GPT's sampling loop uses this).
-    `reorder` (beam search, every step) copies only the filled positions of the kept rows into a
-    second pair of buffers and swaps: no fresh allocation per step. Allocating new capacity-sized
-    tensors, as `index_select` does, cost 3x more (page faults on fresh memory, measured).
-    """
-
-    def __init__(self, capacity: int):
-        super().__init__(static=False)
-        self.capacity, self.length, self.rows = capacity, 0, 0
-        self._key = self._value = self._spare = None
-
-    def __len__(self):
-        return self.length
-
-    def update(self, key, value):
-        end = self.length + key.size(-2)
-        if self._key is None:
-            shape = (*key.shape[:-2], self.capacity, key.size(-1))
-            self._key, self._value = key.new_empty(shape), value.new_empty(shape)
-            self.rows = key.size(0)
-        if end > self.capacity:
-            raise ValueError(f"the cache holds {self.capacity} positions; {end} were asked for")
-        if key.size(0) != self.rows:
-            raise ValueError(f"the cache holds {self.rows} rows; {key.size(0)} were given")
-        self._key[:self.rows, ..., self.length:end, :] = key
-        self._value[:self.rows, ..., self.length:end, :] = value
-        self.length = end
-        self._views()
-        return self.key, self.value
-
-    def _views(self):
-        self.key = self._key[:self.rows, ..., :self.length, :]
-        self.value = self._value[:self.rows, ..., :self.length, :]
-
-    def reorder(self, index: torch.Tensor):
-        """Keep the rows in `index`, in that order (fewer rows than before is allowed)."""
-        if self._key is None:
-            return
-        if self._spare is None:
-            self._spare = (torch.empty_like(self._key), torch.empty_like(self._value))
-        spare_key, spare_value = self._spare
-        n = index.numel()
-        torch.index_select(self.key, 0, index, out=spare_key[:n, ..., :self.length, :])
-        torch.index_select(self.value, 0, index, out=spare_value[:n, ..., :self.length, :])
-        self._spare = (self._key, self._value)
-        self._key, self._value, self.rows = spare_key, spare_value, n
-        self._views()
 
 
 class MultiHeadAttention(nn.Module):
@@ -155,9 +75,11 @@ class MultiHeadAttention(nn.Module):
             self._stacked = (stamp, torch.cat(params[:3]), torch.cat(params[3:]) if len(params) > 3 else None)
         return self._stacked[1], self._stacked[2]
 
-    def forward(self, x, memory=None, mask=None, cache: KVCache | None = None, need_weights=False, packing=None):
+    def forward(self, x, memory=None, mask=None, cache: KVCache | None = None, need_weights=False, packing=None,
+                layer: int = 0):
         """Queries from `x`; keys and values from `memory` (encoder-decoder attention) or `x`.
 
+        cache: this is layer `layer` of the decoder the cache is for.
         packing (core.packing.Packing): the keys' and values' source (`memory`, or else `x`) holds
         only the real tokens of a padded batch, (tokens, d_model); the output is packed like x."""
         if packing is not None and cache is not None:
@@ -165,18 +87,18 @@ class MultiHeadAttention(nn.Module):
         if memory is None:  # self-attention: one matmul for Q, K, V, then the cache appends K, V
             q, k, v = self.fused_qkv(x, packing)
             if cache is not None:
-                k, v = cache.update(k, v)
+                k, v = cache.append(layer, k, v)
         else:
             q = self.split_heads(self.query(x))
-            if cache is not None and cache.static and cache.key is not None:
-                k, v = cache.key, cache.value
+            if cache is not None and cache.memory[layer] is not None:
+                k, v = cache.memory[layer]
             else:
                 k, v = self.key(memory), self.value(memory)
                 if packing is not None:
                     k, v = packing.unpack(k), packing.unpack(v)
                 k, v = self.split_heads(k), self.split_heads(v)
                 if cache is not None:
-                    k, v = cache.update(k, v)
+                    cache.memory[layer] = k, v
         p = self.dropout if self.training else 0.0
         out, weights = scaled_dot_product_attention(q, k, v, mask, p, need_weights)
         out = out.transpose(1, 2).reshape(q.size(0), q.size(2), -1)

@@ -1,7 +1,7 @@
 """Encoder and decoder blocks: attention and feed-forward sublayers, each wrapped in residual + LayerNorm."""
 from torch import nn
 
-from .attention import KVCache, MultiHeadAttention
+from .attention import MultiHeadAttention
 from .dropout import Dropout
 from .feed_forward import PositionwiseFeedForward
 
@@ -59,8 +59,8 @@ class DecoderBlock(nn.Module):
     """Masked self-attention over the target so far, encoder-decoder attention over the source
     (left out for decoder-only models such as GPT), then the feed-forward network.
 
-    With a cache (`new_cache()`), each call may pass only the newest positions: their keys and
-    values are appended, so a decoding step costs one position instead of the whole prefix.
+    With a cache (core.kv_cache.KVCache), each call may pass only the newest positions: their keys
+    and values are appended, so a decoding step costs one position instead of the whole prefix.
     """
 
     def __init__(self, d_model, num_heads, d_ff, dropout=0.1, attention_dropout=None, act="relu",
@@ -77,19 +77,17 @@ class DecoderBlock(nn.Module):
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, act)
         self.feed_forward_sublayer = SublayerConnection(d_model, dropout, norm_first, eps)
 
-    def new_cache(self):
-        return {"self": KVCache(), "cross": KVCache(static=True) if self.cross_attention else None}
-
-    def forward(self, x, memory=None, self_mask=None, memory_mask=None, cache=None, need_weights=False):
+    def forward(self, x, memory=None, self_mask=None, memory_mask=None, cache=None, need_weights=False, layer=0):
+        """layer: which of the cache's layers this block is."""
         sub = self.self_attention_sublayer
-        a, self_weights = self.self_attention(sub.before(x), mask=self_mask,
-                                              cache=cache and cache["self"], need_weights=need_weights)
+        a, self_weights = self.self_attention(sub.before(x), mask=self_mask, cache=cache, need_weights=need_weights,
+                                              layer=layer)
         x = sub.after(x, a)
         cross_weights = None
         if self.cross_attention is not None:
             sub = self.cross_attention_sublayer
             a, cross_weights = self.cross_attention(sub.before(x), memory, mask=memory_mask,
-                                                    cache=cache and cache["cross"], need_weights=need_weights)
+                                                    cache=cache, need_weights=need_weights, layer=layer)
             x = sub.after(x, a)
         x = self.feed_forward_sublayer.after(x, self.feed_forward(self.feed_forward_sublayer.before(x)))
         return x, (self_weights, cross_weights)

@@ -158,7 +158,7 @@ class _Stepper:
 
     def __init__(self, model, ids, mask, use_cache, max_len):
         self.model, self.ids, self.mask = model, ids, mask
-        self.cache = model.new_cache(ids.size(0), max_len) if use_cache else None
+        self.cache = model.new_cache(max_len) if use_cache else None
 
     def seen(self):
         """The text so far, padding replaced by each row's newest token (for the repetition penalty)."""

@@ -45,8 +45,8 @@ def _step_logits(model, tokens, memory, src_mask, cache):
 def _keep_sources(rows, memory, src_mask, cache):
     """Drop finished sentences' sources (encoder output, mask, encoder-decoder keys and values):
     keep batch rows `rows`, in that order. The self-attention caches are reordered by the caller."""
-    for layer in cache or []:
-        layer["cross"].reorder(rows)
+    if cache is not None:
+        cache.reorder_sources(rows)
     return memory.index_select(0, rows), src_mask.index_select(0, rows)
 
 
@@ -79,8 +79,8 @@ def greedy_decode(model, src, max_len=None, max_len_a=2.0, max_len_b=10, use_cac
             rows = torch.tensor(still, dtype=torch.long, device=src.device)
             tokens = tokens.index_select(0, rows)
             memory, src_mask = _keep_sources(rows, memory, src_mask, cache)
-            for layer in cache or []:
-                layer["self"].reorder(rows)
+            if cache is not None:
+                cache.reorder(rows)
             alive = [alive[i] for i in still]
     model.train(was_training)
     return out
@@ -146,8 +146,8 @@ def beam_search(model, src, beam_size=4, length_penalty=1.0, max_len=None, max_l
             alive = [alive[i] for i in still]
         rows = rows.view(-1)
         tokens = torch.cat([tokens[rows], next_token.view(-1, 1)], dim=1)
-        for layer in cache or []:
-            layer["self"].reorder(rows)
+        if cache is not None:
+            cache.reorder(rows)
     model.train(was_training)
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .gpt_config import PRESETS, GPTConfig  # noqa: F401 (GPTConfig and PRESETS are imported from here too)
-from ..core import DecoderBlock, PreallocatedKVCache, causal_mask
+from ..core import DecoderBlock, KVCache, causal_mask
 from ..core import linear as packing
 
 
@@ -47,10 +47,9 @@ class GPT(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def new_cache(self, batch_size: int, max_len: int | None = None) -> list:
-        """One key/value cache per block, preallocated for `max_len` positions (n_positions)."""
-        max_len = max_len or self.config.n_positions
-        return [{"self": PreallocatedKVCache(max_len), "cross": None} for _ in self.h]
+    def new_cache(self, max_len: int | None = None) -> KVCache:
+        """A key/value cache for every block, preallocated for `max_len` positions (n_positions)."""
+        return KVCache(len(self.h), max_len or self.config.n_positions)
 
     _packed_head = None
 
@@ -74,7 +73,7 @@ class GPT(nn.Module):
         attention_mask (batch, past + len), 1 for real tokens, 0 for padding, hides padded keys;
         positions (batch, len) default to past .. past + len - 1.
         """
-        past = len(cache[0]["self"]) if cache else 0
+        past = len(cache) if cache is not None else 0
         length = idx.size(1)
         if past + length > self.config.n_positions:
             raise ValueError(f"{past + length} positions exceed n_positions {self.config.n_positions}")
@@ -83,7 +82,7 @@ class GPT(nn.Module):
         x = self.drop(self.wte(idx) + self.wpe(positions))
         mask = self._self_mask(length, past + length, attention_mask, idx.device)
         for i, block in enumerate(self.h):
-            x, _ = block(x, self_mask=mask, cache=cache[i] if cache else None)
+            x, _ = block(x, self_mask=mask, cache=cache, layer=i)
         return self.ln_f(x)
 
     @staticmethod

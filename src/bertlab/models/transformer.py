@@ -11,8 +11,7 @@ import math
 from torch import nn
 
 from .transformer_config import PRESETS, TransformerConfig  # noqa: F401 (imported from here too)
-from ..core import (DecoderBlock, EncoderBlock, KVCache, PositionalEncoding, PreallocatedKVCache, causal_mask,
-                    padding_mask)
+from ..core import DecoderBlock, EncoderBlock, KVCache, PositionalEncoding, causal_mask, padding_mask
 from ..core.dropout import Dropout
 from ..core.linear import Linear
 
@@ -69,21 +68,21 @@ class Seq2SeqTransformer(nn.Module):
             x, _ = block(x, mask=src_mask)
         return x, src_mask
 
-    def new_cache(self, max_len: int) -> list:
-        """One cache per decoder block: self-attention keys/values written in place for up to
-        `max_len` target positions, and encoder-decoder keys/values projected once (static)."""
-        return [{"self": PreallocatedKVCache(max_len), "cross": KVCache(static=True)} for _ in self.decoder]
+    def new_cache(self, max_len: int | None = None) -> KVCache:
+        """A key/value cache for every decoder block, preallocated for `max_len` target positions
+        (max_position_embeddings); encoder-decoder keys/values are projected once, at the first step."""
+        return KVCache(len(self.decoder), max_len or self.config.max_position_embeddings)
 
     def decode(self, tgt, memory, src_mask, cache=None, last_only=False, keep=None):
         """Logits (batch, len, target_vocab) for target tokens `tgt`. With a cache, `tgt` holds only
         the positions after the cached ones; their keys/values are appended. `last_only` projects
         the last position only (what a decoding step needs); `keep` (bool, like `tgt`) projects only
         the positions where it is True, giving (kept, target_vocab)."""
-        start = len(cache[0]["self"]) if cache else 0
+        start = len(cache) if cache is not None else 0
         x = self.embed(self.target_embedding, tgt, start)
         self_mask = self._self_mask(tgt, start)
         for i, block in enumerate(self.decoder):
-            x, _ = block(x, memory, self_mask=self_mask, memory_mask=src_mask, cache=cache[i] if cache else None)
+            x, _ = block(x, memory, self_mask=self_mask, memory_mask=src_mask, cache=cache, layer=i)
         if last_only:
             x = x[:, -1:]
         elif keep is not None:
