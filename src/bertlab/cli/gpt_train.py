@@ -67,44 +67,6 @@ def add_parser(subparsers):
     p.set_defaults(run=run)
 
 
-def data_settings(args) -> dict:
-    """The flags that shape the tokenizer and token files, as inputs.json records them."""
-    named = args.tokenizer if args.tokenizer in ("bpe", "char") else os.path.abspath(args.tokenizer)
-    return {"--tokenizer": named, "--vocab-size": args.vocab_size if args.tokenizer == "bpe" else None,
-            "--val-fraction": args.val_fraction}
-
-
-def prepare(args, is_main=True):
-    """Tokenizer and token files in OUT: made from the FILEs by rank 0 when a run starts (replacing
-    any an earlier run left), read back by --resume and by the other ranks."""
-    from ..data.token_stream import prepare_token_files, read_corpus
-    from ..tokenization.bpe import ByteLevelBPETokenizer
-    from ..tokenization.char_level import CharTokenizer, load_gpt_tokenizer
-    from ..training import run_inputs
-    tok_dir, data_dir = os.path.join(args.out, "tokenizer"), os.path.join(args.out, "data")
-    if args.resume or not is_main:
-        if not os.path.exists(os.path.join(data_dir, "meta.json")):
-            raise FileNotFoundError(f"{data_dir}: no meta.json; the run's data was never finished "
-                                    "(start again with --overwrite)")
-        return load_gpt_tokenizer(tok_dir), data_dir
-    run_inputs.clear(args.out)
-    if args.tokenizer == "bpe":
-        print(f"learning a {args.vocab_size}-token byte-level BPE from {len(args.files)} file(s)", file=sys.stderr)
-        tokenizer = ByteLevelBPETokenizer.train((line for lines in read_corpus(args.files) for line in lines),
-                                                args.vocab_size)
-    elif args.tokenizer == "char":
-        tokenizer = CharTokenizer.train(line for lines in read_corpus(args.files) for line in lines)
-    else:
-        tokenizer = load_gpt_tokenizer(args.tokenizer)
-    tokenizer.save(tok_dir)
-    meta = prepare_token_files(args.files, tokenizer, data_dir, args.val_fraction,
-                               {"tokenizer": tokenizer.kind})
-    run_inputs.record(args.out, args.files, data_settings(args))
-    print(f"{meta['train_tokens']:,} training and {meta['val_tokens']:,} held-out tokens; unigram held-out "
-          f"perplexity {meta['unigram_val_perplexity']:.1f}", file=sys.stderr)
-    return tokenizer, data_dir
-
-
 def model_config(args, vocab_size) -> GPTConfig:
     sizes = {k: v for k, v in (("n_layer", args.n_layer), ("n_embd", args.n_embd), ("n_head", args.n_head)) if v}
     drop = {"resid_pdrop": args.dropout, "embd_pdrop": args.dropout, "attn_pdrop": args.dropout}
@@ -115,6 +77,7 @@ def model_config(args, vocab_size) -> GPTConfig:
 def run(args):
     from ..device import pick_device
     from ..io import make_folder
+    from ..data.gpt_data import gpt_data_settings, prepare_gpt_data
     from ..training import run_inputs
     from ..training.checkpoint import check_resume
     from ..training.distributed import barrier, setup_distributed
@@ -123,15 +86,16 @@ def run(args):
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")
     check_resume(args.out, args.resume, args.overwrite)
+    data = (args.tokenizer, args.vocab_size, args.val_fraction)
     if args.resume:
-        run_inputs.check(args.out, args.files, data_settings(args))
+        run_inputs.check(args.out, args.files, gpt_data_settings(*data))
     make_folder(args.out)
     info = setup_distributed(pick_device(args.device))
-    if info.is_main:
-        tokenizer, data_dir = prepare(args)
+    if info.is_main:  # rank 0 makes the data (a new run) while the others wait, then they read it
+        tokenizer, data_dir = prepare_gpt_data(args.files, args.out, *data, reuse=args.resume)
     barrier(info)
     if not info.is_main:
-        tokenizer, data_dir = prepare(args, is_main=False)
+        tokenizer, data_dir = prepare_gpt_data(args.files, args.out, *data, reuse=True)
     eos = getattr(tokenizer, "eos_token_id", None)
     config = model_config(args, tokenizer.vocab_size)
     if eos is not None:
