@@ -12,44 +12,25 @@ from bertlab.interop import load_pretrained
 from bertlab.interop.hf_gpt2 import load_gpt2
 from bertlab.interop.translation_folder import load_translation_model
 from bertlab.tokenization.char_level import load_gpt_tokenizer
-from cli_cases import assert_ok, run_cli, write
-from test_translation_training import write_corpus
+import test_hardening_matrix
+from cli_cases import write
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: threads only add overhead
+folders = test_hardening_matrix.folders  # the fixture of tiny folders of every kind, made as the commands make them
 
-WORDS = "the cat dog sat ran on a mat . , tired".split()
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + "the cat dog sat ran on a mat . , tired".split()
 IDS = torch.tensor([[2, 5, 6, 8, 3]])
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    """Tiny folders of every kind, made as test_hardening_matrix.py makes them."""
-    root = tmp_path_factory.mktemp("load_model")
+def bare_bert(tmp_path_factory):
+    """A BERT saved without heads (architectures BertModel), beside the matrix's folder of every kind."""
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=64)
-    tokenizer = BertTokenizer({t: i for i, t in enumerate(VOCAB)})
-    f = {"bert_mlm": str(root / "bert_mlm"), "bert": str(root / "bert")}
-    save_pretrained(BertForPreTraining(config).eval(), f["bert_mlm"], tokenizer)
-    save_pretrained(BertModel(config).eval(), f["bert"], tokenizer)
-    table = write(root / "train.tsv", "sentence\tlabel\n" + "".join(
-        f"{s}\t{i % 2}\n" for i, s in enumerate(["the cat sat", "the dog ran", "a cat ran", "the mat"] * 2)))
-    assert_ok(run_cli("finetune", "--task", "classify", "--model", f["bert_mlm"], "--train", table, "--dev", table,
-                      "--max-steps", "1", "--batch-size", "4", "--quiet", "-o", root / "cls", "--device", "cpu"))
-    f["finetuned"] = str(root / "cls" / "model")
-    corpus = write(root / "corpus.txt", "".join(f"line {i}: the quick brown fox {i % 7} jumps\n" for i in range(300)))
-    assert_ok(run_cli("gpt-train", corpus, "--out", root / "gpt", "--tokenizer", "char", "--n-layer", "1",
-                      "--n-embd", "16", "--n-head", "2", "--block-size", "16", "--batch-size", "4", "--max-steps", "1",
-                      "--warmup", "1", "--eval-interval", "1", "--eval-tokens", "100", "--device", "cpu"))
-    f["gpt"] = str(root / "gpt" / "model")
-    (root / "pairs").mkdir()
-    assert_ok(run_cli("translate-train", "--data", str(write_corpus(root / "pairs")), "--src", "en", "--tgt", "de",
-                      "--out", root / "tr", "--joint-vocab", "--vocab-size", "80", "--min-frequency", "1",
-                      "--preset", "test", "--max-tokens", "64", "--max-steps", "1", "--warmup", "1",
-                      "--eval-interval", "1", "--bleu-sentences", "2", "--device", "cpu"))
-    f["translation"] = str(root / "tr" / "model")
-    return f
+    folder = str(tmp_path_factory.mktemp("load_model") / "bert")
+    save_pretrained(BertModel(config).eval(), folder, BertTokenizer({t: i for i, t in enumerate(VOCAB)}))
+    return folder
 
 
 def assert_same_model(ours, theirs):
@@ -58,10 +39,11 @@ def assert_same_model(ours, theirs):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-@pytest.mark.parametrize(("name", "model_class"), [("bert_mlm", BertForPreTraining), ("bert", BertModel)])
-def test_bert_loads_with_the_class_its_config_names(folders, name, model_class):
-    loaded = load_model(folders[name])
-    model, tokenizer, report = load_pretrained(folders[name], model_class)
+@pytest.mark.parametrize("model_class", [BertForPreTraining, BertModel])
+def test_bert_loads_with_the_class_its_config_names(folders, bare_bert, model_class):
+    folder = folders["bert"] if model_class is BertForPreTraining else bare_bert
+    loaded = load_model(folder)
+    model, tokenizer, report = load_pretrained(folder, model_class)
     assert isinstance(loaded, LoadedModel) and loaded.kind == "bert"
     assert_same_model(loaded.model, model)
     assert loaded.tokenizer.tokenize("the cat sat") == tokenizer.tokenize("the cat sat")
@@ -72,8 +54,8 @@ def test_bert_loads_with_the_class_its_config_names(folders, name, model_class):
 
 
 def test_finetuned_folder_loads_with_its_task(folders):
-    loaded = load_model(folders["finetuned"])
-    task, model, tokenizer = load_finetuned(folders["finetuned"])
+    loaded = load_model(folders["classifier"])
+    task, model, tokenizer = load_finetuned(folders["classifier"])
     assert loaded.kind == "finetuned" and loaded.extra["task"].state() == task.state()
     assert_same_model(loaded.model, model)
     with torch.no_grad():
