@@ -7,8 +7,8 @@ settings and wall-clock budget as a `bertlab translate-train` run, then scored o
         [--threads 2] -o OUT
 
 Each option means what it means to `bertlab translate-train` (same names and defaults; the
-vocabulary and the model config are built by its own functions, ``vocabularies`` and
-``model_config``). Writes OUT/summary.json (and prints it as one JSON line): steps, seconds of the
+vocabulary and the model config are built by its own functions, ``translation_vocabularies`` and
+``translation_config``). Writes OUT/summary.json (and prints it as one JSON line): steps, seconds of the
 training loop, target tokens/s, validation loss (label-smoothed, as trained), NLL and perplexity per
 target token (our trainer's ``validation_loss``), test BLEU and chrF of beam search on the whole
 test split (sacreBLEU as `bertlab translate --ref`; tokenize="zh" for a Chinese target), and the
@@ -55,12 +55,12 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_translate import TeacherForcing, hf_inputs, init_like_bertlab, marian_config  # noqa: E402
-from bertlab.cli.translate_train import model_config, vocabularies  # noqa: E402
 from bertlab.data.parallel import ParallelData, collate  # noqa: E402
 from bertlab.inference.translate import length_limits  # noqa: E402
 from bertlab.interop.translation_folder import bleu_tokenize  # noqa: E402
 from bertlab.io import read_lines  # noqa: E402
-from bertlab.training.translation_trainer import TranslationSettings, validation_loss  # noqa: E402
+from bertlab.training.translation_trainer import (TranslationSettings, translation_config,  # noqa: E402
+                                                  translation_vocabularies, validation_loss)
 
 
 class TokenBatches(torch.utils.data.Sampler):
@@ -163,9 +163,7 @@ def parse_args():
     g.add_argument("--max-len-a", type=float, default=2.0)
     g.add_argument("--max-len-b", type=int, default=10)
     g.add_argument("--batch-size", type=int, default=32, help="sentences decoded together")
-    args = p.parse_args()
-    args.resume = False  # for translate-train's vocabularies()
-    return args
+    return p.parse_args()
 
 
 def main():
@@ -176,12 +174,14 @@ def main():
     def path(split, lang):
         return os.path.join(args.data, f"{split}.{lang}")
 
-    source, target = vocabularies(args, path("train", args.src), path("train", args.tgt))
+    source, target = translation_vocabularies(args.out, path("train", args.src), path("train", args.tgt), args.vocab,
+                                              args.joint_vocab, args.vocab_size, args.min_frequency)
     longest = min(args.max_sentence_tokens, args.max_positions - 2)
     train, valid = (ParallelData.from_files(path(split, args.src), path(split, args.tgt), source, target, longest)
                     for split in ("train", "valid"))
     print(f"train {train.summary()}\nvalid {valid.summary()}", file=sys.stderr)
-    config = model_config(args, source, target)
+    config = translation_config(source, target, args.preset, args.layers, args.d_model, args.heads, args.ffn_dim,
+                                args.dropout, args.max_positions)
     peak_lr = TranslationSettings(out=args.out, model=config, lr=args.lr, warmup=args.warmup).peak_lr
     torch.manual_seed(args.seed)
     model = init_like_bertlab(MarianMTModel(marian_config(config)))

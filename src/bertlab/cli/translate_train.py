@@ -106,53 +106,6 @@ def data_paths(args) -> tuple[str, str, str, str]:
     return tuple(explicit)
 
 
-def vocabularies(args, train_src, train_tgt):
-    """The run's (source, target) tokenizers: OUT/vocab for a resumed run, --vocab, or learned from
-    the training files; saved to OUT/vocab."""
-    from ..io import read_lines
-    from ..tokenization.subword import SubwordTokenizer
-    saved = os.path.join(args.out, "vocab")
-    folder = saved if args.resume else args.vocab
-    if folder:
-        sides = [os.path.join(folder, f"{side}_tokenizer") for side in ("source", "target")]
-        if not all(os.path.isdir(s) for s in sides):
-            sides = [folder, folder]  # a single vocabulary folder: joint
-        source, target = (SubwordTokenizer.load(s) for s in sides)
-    elif args.joint_vocab:
-        print(f"learning a joint {args.vocab_size}-token subword vocabulary", file=sys.stderr)
-        source = target = SubwordTokenizer.train(read_lines(train_src) + read_lines(train_tgt), args.vocab_size,
-                                                 args.min_frequency)
-    else:
-        print(f"learning {args.vocab_size}-token subword vocabularies per side", file=sys.stderr)
-        source = SubwordTokenizer.train(read_lines(train_src), args.vocab_size, args.min_frequency)
-        target = SubwordTokenizer.train(read_lines(train_tgt), args.vocab_size, args.min_frequency)
-    source.save(os.path.join(saved, "source_tokenizer"))
-    target.save(os.path.join(saved, "target_tokenizer"))
-    return source, target
-
-
-def data_settings(args) -> dict:
-    """The flags that shape the vocabulary and the data, as inputs.json records them."""
-    settings = {"--vocab": os.path.abspath(args.vocab) if args.vocab else None}
-    if not args.vocab:  # the vocabulary is learned from the training files with these
-        settings.update({"--joint-vocab": args.joint_vocab, "--vocab-size": args.vocab_size,
-                         "--min-frequency": args.min_frequency})
-    settings["--max-sentence-tokens"] = args.max_sentence_tokens
-    return settings
-
-
-def model_config(args, source, target):
-    from ..models.transformer_config import TransformerConfig
-    joint = source.vocab == target.vocab and source.merges == target.merges
-    sizes = {k: v for k, v in (("encoder_layers", args.layers), ("decoder_layers", args.layers),
-                               ("d_model", args.d_model), ("attention_heads", args.heads),
-                               ("ffn_dim", args.ffn_dim), ("dropout", args.dropout)) if v is not None}
-    return TransformerConfig.preset(
-        args.preset, **{**sizes, "source_vocab_size": len(source), "target_vocab_size": len(target),
-                        "pad_token_id": target.pad_id, "bos_token_id": target.bos_id, "eos_token_id": target.eos_id,
-                        "share_embeddings": joint, "max_position_embeddings": args.max_positions})
-
-
 def run(args):
     from .. import validate
     from ..data.parallel import ParallelData
@@ -160,20 +113,24 @@ def run(args):
     from ..io import make_folder
     from ..training import run_inputs
     from ..training.checkpoint import check_resume
-    from ..training.translation_trainer import TranslationSettings, train_translation
+    from ..training.translation_trainer import (TranslationSettings, train_translation, translation_config,
+                                                translation_data_settings, translation_vocabularies)
     validate.check_number("--max-positions", args.max_positions, integer=True, minimum=3)  # BOS, EOS and a token
     train_src, train_tgt, valid_src, valid_tgt = paths = data_paths(args)
     for path in paths:
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")
     check_resume(args.out, args.resume, args.overwrite)
+    vocabulary = {"vocab": args.vocab, "joint_vocab": args.joint_vocab, "vocab_size": args.vocab_size,
+                  "min_frequency": args.min_frequency}
+    data_settings = translation_data_settings(**vocabulary, max_sentence_tokens=args.max_sentence_tokens)
     if args.resume:
-        run_inputs.check(args.out, paths, data_settings(args))
+        run_inputs.check(args.out, paths, data_settings)
     else:
         run_inputs.clear(make_folder(args.out))
-    source, target = vocabularies(args, train_src, train_tgt)
+    source, target = translation_vocabularies(args.out, train_src, train_tgt, **vocabulary, resume=args.resume)
     if not args.resume:
-        run_inputs.record(args.out, paths, data_settings(args))
+        run_inputs.record(args.out, paths, data_settings)
     longest = min(args.max_sentence_tokens, args.max_positions - 2)
     train = ParallelData.from_files(train_src, train_tgt, source, target, longest)
     valid = ParallelData.from_files(valid_src, valid_tgt, source, target, longest)
@@ -182,7 +139,8 @@ def run(args):
         raise ValueError(f"--max-tokens {args.max_tokens}: the longest pair needs {need} tokens (a side and its EOS); "
                          "raise --max-tokens or lower --max-sentence-tokens")
     print(f"train {train.summary()}\nvalid {valid.summary()}", file=sys.stderr)
-    config = model_config(args, source, target)
+    config = translation_config(source, target, args.preset, args.layers, args.d_model, args.heads, args.ffn_dim,
+                                args.dropout, args.max_positions)
     target_lang = args.tgt or os.path.splitext(train_tgt)[1].lstrip(".")
     settings = TranslationSettings(
         out=args.out, model=config, max_tokens=args.max_tokens, grad_accum=args.grad_accum, lr=args.lr,

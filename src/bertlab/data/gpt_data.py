@@ -6,8 +6,8 @@ from, so that a resumed run can refuse other files or settings.
     tokenizer, data_dir = prepare_gpt_data(["notes.txt"], "runs/tiny", vocab_size=1000)
 """
 import os
-import sys
 
+from .. import progress
 from ..tokenization.bpe import ByteLevelBPETokenizer
 from ..tokenization.char_level import CharTokenizer, load_gpt_tokenizer
 from ..training import run_inputs
@@ -34,7 +34,7 @@ def prepare_gpt_data(files, out, tokenizer="bpe", vocab_size=8000, val_fraction=
         return load_gpt_tokenizer(tok_dir), data_dir
     run_inputs.clear(out)
     if tokenizer == "bpe":
-        print(f"learning a {vocab_size}-token byte-level BPE from {len(files)} file(s)", file=sys.stderr)
+        progress.write(f"learning a {vocab_size}-token byte-level BPE from {len(files)} file(s)")
         learned = ByteLevelBPETokenizer.train(_lines(files), vocab_size)
     elif tokenizer == "char":
         learned = CharTokenizer.train(_lines(files))
@@ -43,8 +43,8 @@ def prepare_gpt_data(files, out, tokenizer="bpe", vocab_size=8000, val_fraction=
     learned.save(tok_dir)
     meta = prepare_token_files(files, learned, data_dir, val_fraction, {"tokenizer": learned.kind})
     run_inputs.record(out, files, gpt_data_settings(tokenizer, vocab_size, val_fraction))
-    print(f"{meta['train_tokens']:,} training and {meta['val_tokens']:,} held-out tokens; unigram held-out "
-          f"perplexity {meta['unigram_val_perplexity']:.1f}", file=sys.stderr)
+    progress.write(f"{meta['train_tokens']:,} training and {meta['val_tokens']:,} held-out tokens; unigram "
+                   f"held-out perplexity {meta['unigram_val_perplexity']:.1f}")
     return learned, data_dir
 
 

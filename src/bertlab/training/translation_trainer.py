@@ -18,8 +18,9 @@ from ..data.parallel import ParallelData
 from ..device import autocast_dtype, pick_device
 from ..inference.translate import translate_ids
 from ..interop.translation_folder import save_translation_model
-from ..io import atomic_write_text
+from ..io import atomic_write_text, read_lines
 from ..models.transformer import Seq2SeqTransformer, TransformerConfig
+from ..tokenization.subword import SubwordTokenizer
 from .checkpoint import restore_run, save_checkpoint
 from .lm_trainer import autocast_context, train_step
 from .metrics import MetricsLog, plot_curves, plot_learning_curve
@@ -68,6 +69,54 @@ class TranslationSettings:
     @property
     def peak_lr(self) -> float:
         return self.lr if self.lr is not None else self.model.d_model ** -0.5 * max(self.warmup, 1) ** -0.5
+
+
+def translation_vocabularies(out, train_src, train_tgt, vocab=None, joint_vocab=False, vocab_size=8000,
+                             min_frequency=2, resume=False):
+    """The run's (source, target) subword tokenizers: OUT/vocab for a resumed run, the folder
+    ``vocab`` (a model folder's, OUT/vocab, or one joint vocabulary), or learned from the training
+    files (one ``joint_vocab`` or one per side); saved to OUT/vocab."""
+    saved = os.path.join(out, "vocab")
+    folder = saved if resume else vocab
+    if folder:
+        sides = [os.path.join(folder, f"{side}_tokenizer") for side in ("source", "target")]
+        if not all(os.path.isdir(s) for s in sides):
+            sides = [folder, folder]  # a single vocabulary folder: joint
+        source, target = (SubwordTokenizer.load(s) for s in sides)
+    elif joint_vocab:
+        progress.write(f"learning a joint {vocab_size}-token subword vocabulary")
+        source = target = SubwordTokenizer.train(read_lines(train_src) + read_lines(train_tgt), vocab_size,
+                                                 min_frequency)
+    else:
+        progress.write(f"learning {vocab_size}-token subword vocabularies per side")
+        source = SubwordTokenizer.train(read_lines(train_src), vocab_size, min_frequency)
+        target = SubwordTokenizer.train(read_lines(train_tgt), vocab_size, min_frequency)
+    source.save(os.path.join(saved, "source_tokenizer"))
+    target.save(os.path.join(saved, "target_tokenizer"))
+    return source, target
+
+
+def translation_data_settings(vocab=None, joint_vocab=False, vocab_size=8000, min_frequency=2,
+                              max_sentence_tokens=256) -> dict:
+    """The settings that shape the vocabulary and the data, as inputs.json records them (by flag)."""
+    settings = {"--vocab": os.path.abspath(vocab) if vocab else None}
+    if not vocab:  # the vocabulary is learned from the training files with these
+        settings.update({"--joint-vocab": joint_vocab, "--vocab-size": vocab_size, "--min-frequency": min_frequency})
+    settings["--max-sentence-tokens"] = max_sentence_tokens
+    return settings
+
+
+def translation_config(source, target, preset="small", layers=None, d_model=None, heads=None, ffn_dim=None,
+                       dropout=None, max_positions=512) -> TransformerConfig:
+    """The preset's Transformer with the sizes given (None: the preset's) for these tokenizers;
+    one vocabulary on both sides shares its embeddings."""
+    joint = source.vocab == target.vocab and source.merges == target.merges
+    sizes = {k: v for k, v in (("encoder_layers", layers), ("decoder_layers", layers), ("d_model", d_model),
+                               ("attention_heads", heads), ("ffn_dim", ffn_dim), ("dropout", dropout)) if v is not None}
+    return TransformerConfig.preset(
+        preset, **{**sizes, "source_vocab_size": len(source), "target_vocab_size": len(target),
+                   "pad_token_id": target.pad_id, "bos_token_id": target.bos_id, "eos_token_id": target.eos_id,
+                   "share_embeddings": joint, "max_position_embeddings": max_positions})
 
 
 def label_smoothed_loss(logits, target, pad_id: int, epsilon: float = 0.1):
