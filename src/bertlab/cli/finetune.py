@@ -149,7 +149,7 @@ def run(args):
     s = settings_from(args)
     length = {"max_seq_length": args.max_seq_length} if args.max_seq_length else {}  # else the task's default
     task = make_task(args.task, **length, **task_options(args))
-    splits = read_splits(task, args)
+    splits = read_splits(task, args.train, args.dev, args.test, args.data_dir)
     added = args.add_tokens.split(",") if args.add_tokens else []
     base = lambda: load_base_model(task, args.model, args.init, added, quiet=args.quiet, seed=args.seed)  # noqa: E731
     model, tokenizer = base()  # a broken model folder is found before OUT is touched

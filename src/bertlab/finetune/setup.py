@@ -14,17 +14,17 @@ RUN_FILES = ("model", "model.new", "model.old", "model.tmp", "checkpoint.pt", "m
              "summary.json", "test_predictions.jsonl", "grid", "grid.jsonl")
 
 
-def read_splits(task, args) -> dict:
-    """{"train", "dev", "test_path"} from --data-dir (GLUE) or --train/--dev/--test; labels are
-    fixed from the training file and every dev label must be one of them."""
-    if args.data_dir:
+def read_splits(task, train=None, dev=None, test=None, data_dir=None) -> dict:
+    """{"train", "dev", "test_path"} from a GLUE task's ``data_dir`` or the files ``train``, ``dev``
+    and ``test``; labels are fixed from the training file and every dev label must be one of them."""
+    if data_dir:
         if task.name not in GLUE:
             raise ValueError(f"--data-dir is for the GLUE tasks ({', '.join(GLUE)}); "
                              f"for {task.name} give --train and --dev")
-        files = glue_files(task.name, args.data_dir)
-        files["test"] = args.test  # GLUE's test.tsv has no labels and, for CoLA, other columns
+        files = glue_files(task.name, data_dir)
+        files["test"] = test  # GLUE's test.tsv has no labels and, for CoLA, other columns
     else:
-        files = {"train": args.train, "dev": args.dev, "test": args.test}
+        files = {"train": train, "dev": dev, "test": test}
     if not files["train"]:
         raise ValueError("no training data: give --train FILE (or --data-dir for a GLUE task)")
     for split, path in files.items():
