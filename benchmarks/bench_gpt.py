@@ -5,7 +5,7 @@
 Generation: a 32-token prompt, 128 new tokens, greedy, both with a key/value cache, batch 1 and 8.
 Training: batch 8 x 256 tokens, forward + backward + AdamW step, dropout on (train mode).
 
-Our generation prepacks the weights for the batch size once (GPT.pack_for_decoding, MKL packed
+Our generation prepacks the weights for the batch size once (GPT.prepack_for_decoding, MKL packed
 GEMM); that one-time cost falls in the untimed warm-up call and is printed separately.
 """
 import argparse
@@ -47,9 +47,9 @@ def generation_rows(ours, hf, batch, repeat):
                               min_new_tokens=NEW, do_sample=False, pad_token_id=50256, use_cache=True)
         assert out.shape[1] == PROMPT + NEW
 
-    ours.unpack()
+    ours.drop_prepacked()
     start = time.perf_counter()
-    ours.pack_for_decoding(batch)
+    ours.prepack_for_decoding(batch)
     print(f"one-time prepacking for batch {batch}: {time.perf_counter() - start:.2f} s", flush=True)
     work = "generate b=%d, %d+%d" % (batch, PROMPT, NEW)
     return [Row(work, "bertlab", batch * NEW, "tokens/s", measure(run_ours, repeat=repeat)),

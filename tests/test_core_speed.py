@@ -1,6 +1,9 @@
 """The core's speed paths compute what the plain paths compute: caches derived from weights follow
 every kind of weight update; packed (unpadded) blocks, the last layer at a few positions and the
 explicit training attention give the outputs and gradients of the plain computation."""
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -10,9 +13,7 @@ from bertlab.core import (
     padding_mask,
     scaled_dot_product_attention,
 )
-from bertlab.core.dropout import Dropout, dropout
-from bertlab.core.linear import Linear, PackedWeight, can_pack
-from bertlab.core.packing import Packing
+from bertlab.core.fast_paths import NumpyDropout, Packing, PrepackableLinear, PrepackedWeight, can_prepack, numpy_dropout
 from bertlab.models import BertConfig, BertForPreTraining
 
 
@@ -39,10 +40,10 @@ def test_stacked_qkv_follows_optimizer_steps(optimizer):
 
 
 def test_packed_weight_is_stale_after_a_fused_optimizer_step():
-    layer = Linear(8, 8)
-    if not can_pack(layer.weight):
+    layer = PrepackableLinear(8, 8)
+    if not can_prepack(layer.weight):
         pytest.skip("no MKL packed GEMM here")
-    packed = PackedWeight(layer.weight, rows=2)
+    packed = PrepackedWeight(layer.weight, rows=2)
     x = torch.randn(2, 8)
     with torch.no_grad():
         assert packed.usable(x, layer.weight)
@@ -140,7 +141,7 @@ def test_training_attention_with_dropout_is_dropout_of_the_softmax():
     out, _ = scaled_dot_product_attention(q, k, v, mask, dropout_p=0.3)
     torch.manual_seed(1)
     probs = (q @ k.transpose(-2, -1) / 2).masked_fill(~mask, float("-inf")).softmax(-1)
-    torch.testing.assert_close(out, dropout(probs, 0.3) @ v)
+    torch.testing.assert_close(out, numpy_dropout(probs, 0.3) @ v)
 
 
 # ---- dropout with numpy's generator ----------------------------------------------------------
@@ -149,22 +150,29 @@ def test_training_attention_with_dropout_is_dropout_of_the_softmax():
 def test_dropout_keeps_1_minus_p_scales_by_its_inverse_and_follows_torch_seeds():
     x = torch.ones(200_000, requires_grad=True)
     torch.manual_seed(3)
-    y = dropout(x, 0.1)
+    y = numpy_dropout(x, 0.1)
     kept = y != 0
     assert abs(kept.float().mean().item() - 0.9) < 0.003
     torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / 0.9))
     y.backward(torch.full_like(y, 2.0))
     torch.testing.assert_close(x.grad, y.detach() * 2)  # the gradient goes through the same mask
     torch.manual_seed(3)
-    torch.testing.assert_close(dropout(x, 0.1), y)  # torch's seed decides the mask
-    assert not torch.equal(dropout(x, 0.1), y)
+    torch.testing.assert_close(numpy_dropout(x, 0.1), y)  # torch's seed decides the mask
+    assert not torch.equal(numpy_dropout(x, 0.1), y)
 
 
 def test_dropout_module_is_nn_dropout_and_passes_through_in_eval():
-    layer = Dropout(0.5)
+    layer = NumpyDropout(0.5)
     assert isinstance(layer, torch.nn.Dropout)
     x = torch.randn(4, 8)
     assert layer.eval()(x) is x
-    assert dropout(x, 0.0) is x
+    assert numpy_dropout(x, 0.0) is x
     assert layer.train()(x.bfloat16()).dtype == torch.bfloat16
-    assert torch.equal(dropout(x, 1.0), torch.zeros_like(x))
+    assert torch.equal(numpy_dropout(x, 1.0), torch.zeros_like(x))
+
+
+def test_importing_bertlab_registers_no_optimizer_hook():
+    # weight_stamp's optimizer-step counter is registered by the first stamp, not by an import
+    code = ("import torch.optim.optimizer as o, bertlab.models, bertlab.inference.generate; "
+            "assert not o._global_optimizer_post_hooks, o._global_optimizer_post_hooks")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,5 +1,5 @@
 """The shared Transformer core: BERT, the seq2seq Transformer and GPT are assembled from these."""
-from .attention import MultiHeadAttention, scaled_dot_product_attention
+from .attention import MultiHeadAttention, attention, scaled_dot_product_attention
 from .blocks import DecoderBlock, EncoderBlock, SublayerConnection
 from .embeddings import PositionalEncoding, sinusoidal_positions
 from .feed_forward import PositionwiseFeedForward, activation
@@ -7,7 +7,7 @@ from .kv_cache import KVCache
 from .masks import causal_mask, padding_mask
 
 __all__ = [
-    "KVCache", "MultiHeadAttention", "scaled_dot_product_attention", "DecoderBlock", "EncoderBlock",
+    "KVCache", "MultiHeadAttention", "attention", "scaled_dot_product_attention", "DecoderBlock", "EncoderBlock",
     "SublayerConnection", "PositionalEncoding", "sinusoidal_positions", "PositionwiseFeedForward",
     "activation", "causal_mask", "padding_mask",
 ]

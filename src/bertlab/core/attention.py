@@ -5,31 +5,41 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .dropout import dropout
+from .fast_paths import PrepackableLinear, numpy_dropout, weight_stamp
 from .kv_cache import KVCache
-from .linear import Linear, weight_stamp
+
+
+def attention(query, key, value, mask=None, dropout_p=0.0):
+    """The notes' formula, softmax(Q K^T / sqrt(d_k) + M) V over (..., len, d_k) tensors, and the
+    probabilities (before dropout). M is 0 where `mask` is True (allowed), very negative elsewhere."""
+    scores = (query * (1.0 / math.sqrt(query.size(-1)))) @ key.transpose(-2, -1)  # scaling Q: len x d_k products
+    if mask is not None:
+        scores = scores + additive_mask(mask, scores)
+    weights = scores.softmax(dim=-1)
+    return numpy_dropout(weights, dropout_p) @ value, weights
+
+
+def additive_mask(mask, scores):
+    """M of the formula for a boolean `mask`, in the dtype of `scores`. A large finite negative rather than -inf: a query
+    allowed no key at all (e.g. a left-padded position under a causal mask) averages the values
+    instead of spreading NaN, as HF's does."""
+    m = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)
+    return m.masked_fill_(~mask, torch.finfo(scores.dtype).min)
 
 
 def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0, need_weights=False):
-    """softmax(Q K^T / sqrt(d_k)) V over (..., len, d_k) tensors; `mask` is True where allowed.
+    """`attention`, through PyTorch's fused kernel where that is faster: (output, probabilities or None).
 
-    Without dropout, and on GPUs also with it, the fast path is PyTorch's fused kernel (on an H100
-    the explicit path below cost a sixth of a bf16 BERT-base pretraining step: 60 -> 50 ms). With
-    dropout on a CPU no fused kernel applies, and the explicit path below is cheaper than PyTorch's
-    own fallback (which scales Q and K apart and guards every row against being fully masked):
-    15-20% less time for attention forward + backward at BERT sizes, measured. `need_weights=True`
-    also returns the attention probabilities (batch, heads, query_len, key_len), before dropout.
+    Without dropout, and on GPUs also with it, the fused kernel is the fast path (on an H100 the
+    plain formula cost a sixth of a bf16 BERT-base pretraining step: 60 -> 50 ms). With dropout on
+    a CPU no fused kernel applies, and the plain formula with numpy's dropout is cheaper than
+    PyTorch's own fallback (which scales Q and K apart and guards every row against being fully
+    masked): 15-20% less time for attention forward + backward at BERT sizes, measured.
+    `need_weights=True` also returns the probabilities (batch, heads, query_len, key_len).
     """
     if not need_weights and (not dropout_p or query.device.type != "cpu"):
         return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p), None
-    scores = (query * (1.0 / math.sqrt(query.size(-1)))) @ key.transpose(-2, -1)
-    if mask is not None:
-        # A large finite negative rather than -inf: a query allowed no key at all (e.g. a left-padded
-        # position under a causal mask) averages the values instead of spreading NaN, as HF's does.
-        scores = scores + torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device).masked_fill_(
-            ~mask, torch.finfo(scores.dtype).min)
-    weights = scores.softmax(dim=-1)
-    out = dropout(weights, dropout_p) @ value
+    out, weights = attention(query, key, value, mask, dropout_p)
     return out, weights if need_weights else None
 
 
@@ -44,10 +54,10 @@ class MultiHeadAttention(nn.Module):
         if d_model % num_heads:
             raise ValueError(f"d_model {d_model} is not divisible by num_heads {num_heads}")
         self.num_heads, self.d_head, self.dropout = num_heads, d_model // num_heads, dropout
-        self.query = Linear(d_model, d_model, bias=bias)
-        self.key = Linear(d_model, d_model, bias=bias)
-        self.value = Linear(d_model, d_model, bias=bias)
-        self.output = Linear(d_model, d_model, bias=bias)
+        self.query = PrepackableLinear(d_model, d_model, bias=bias)
+        self.key = PrepackableLinear(d_model, d_model, bias=bias)
+        self.value = PrepackableLinear(d_model, d_model, bias=bias)
+        self.output = PrepackableLinear(d_model, d_model, bias=bias)
 
     def split_heads(self, x):  # (batch, len, d_model) -> (batch, heads, len, d_head)
         return x.view(x.size(0), x.size(1), self.num_heads, self.d_head).transpose(1, 2)
@@ -80,7 +90,7 @@ class MultiHeadAttention(nn.Module):
         """Queries from `x`; keys and values from `memory` (encoder-decoder attention) or `x`.
 
         cache: this is layer `layer` of the decoder the cache is for.
-        packing (core.packing.Packing): the keys' and values' source (`memory`, or else `x`) holds
+        packing (core.fast_paths.Packing): the keys' and values' source (`memory`, or else `x`) holds
         only the real tokens of a padded batch, (tokens, d_model); the output is packed like x."""
         if packing is not None and cache is not None:
             raise ValueError("packed inputs are for whole sequences; a key/value cache is for decoding")

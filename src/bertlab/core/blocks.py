@@ -2,7 +2,7 @@
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .dropout import Dropout
+from .fast_paths import NumpyDropout
 from .feed_forward import PositionwiseFeedForward
 
 
@@ -13,7 +13,7 @@ class SublayerConnection(nn.Module):
     def __init__(self, d_model: int, dropout: float, norm_first: bool, eps: float):
         super().__init__()
         self.norm = nn.LayerNorm(d_model, eps=eps)
-        self.dropout = Dropout(dropout)
+        self.dropout = NumpyDropout(dropout)
         self.norm_first = norm_first
 
     def before(self, x):
@@ -41,7 +41,7 @@ class EncoderBlock(nn.Module):
         keys and values still come from all of x. A model whose heads read a few positions of the
         last layer (BERT pretraining: 21 of 128) computes only those there.
 
-        packing (core.packing.Packing): x is (tokens, d_model), the real tokens of a padded batch
+        packing (core.fast_paths.Packing): x is (tokens, d_model), the real tokens of a padded batch
         only; every sublayer but attention works position by position, so padding costs nothing."""
         if queries is None:
             a, weights = self.attention(self.attention_sublayer.before(x), mask=mask, need_weights=need_weights,

@@ -2,8 +2,7 @@
 import torch.nn.functional as F
 from torch import nn
 
-from .dropout import Dropout
-from .linear import Linear
+from .fast_paths import NumpyDropout, PrepackableLinear
 
 ACTIVATIONS = {
     "relu": F.relu,
@@ -23,10 +22,10 @@ def activation(name: str):
 class PositionwiseFeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, act: str = "gelu", dropout: float = 0.0):
         super().__init__()
-        self.intermediate = Linear(d_model, d_ff)
-        self.output = Linear(d_ff, d_model)
+        self.intermediate = PrepackableLinear(d_model, d_ff)
+        self.output = PrepackableLinear(d_ff, d_model)
         self.act = activation(act)
-        self.dropout = Dropout(dropout)
+        self.dropout = NumpyDropout(dropout)
 
     def forward(self, x):
         return self.output(self.dropout(self.act(self.intermediate(x))))

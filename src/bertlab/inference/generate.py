@@ -114,8 +114,8 @@ def generate(model, prompts, options: SamplingOptions = SamplingOptions(), *, de
     its attention_mask). A row ends at eos (kept) or when a stop string appears in its text.
     on_token(row, token_id) is called for every new token, in order, for streaming.
 
-    prepack: let the model prepack its weights for this batch size (GPT.pack_for_decoding: faster
-    steps on MKL CPUs; the packed copy, as large as the weights, stays until model.unpack() or a
+    prepack: let the model prepack its weights for this batch size (GPT.prepack_for_decoding: faster
+    steps on MKL CPUs; the packed copy, as large as the weights, stays until model.drop_prepacked() or a
     weight change, so the next call with the same batch size pays nothing)."""
     if isinstance(prompts, torch.Tensor):
         prompts = unpad(prompts, attention_mask)
@@ -131,8 +131,8 @@ def generate(model, prompts, options: SamplingOptions = SamplingOptions(), *, de
     out = [[] for _ in range(batch)]
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     logits = step.first()
-    if prepack and use_cache and hasattr(model, "pack_for_decoding"):
-        model.pack_for_decoding(batch)  # every later call feeds `batch` rows; kept for the next call
+    if prepack and use_cache and hasattr(model, "prepack_for_decoding"):
+        model.prepack_for_decoding(batch)  # every later call feeds `batch` rows; kept for the next call
     for _ in range(options.max_new_tokens):
         token = next_token(logits, options, step.seen(), generator).masked_fill(done, pad_id)
         _record(token, done, out, options, decode, on_token)

@@ -7,8 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..core import EncoderBlock, activation, padding_mask
-from ..core.dropout import Dropout
-from ..core.packing import Packing
+from ..core.fast_paths import NumpyDropout, Packing
 from .bert_config import BertConfig
 
 
@@ -21,7 +20,7 @@ class BertEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = Dropout(config.hidden_dropout_prob)
+        self.dropout = NumpyDropout(config.hidden_dropout_prob)
 
     def sum_embeddings(self, input_ids, token_type_ids=None):
         """E_token + E_position + E_segment: the same as one-hot [token | position | segment] times
@@ -102,7 +101,7 @@ class BertModel(nn.Module):
     def forward_at(self, positions, input_ids, token_type_ids=None, attention_mask=None) -> BertOutput:
         """The last layer's output at `positions` (batch, n) only, (batch, n, hidden), and the pooled
         [CLS]: what the pretraining heads read. Exact, and cheaper than forward() in two ways:
-        the padding is packed away (core.packing: position-wise layers skip it), and the last
+        the padding is packed away (core.fast_paths.unpadding: position-wise layers skip it), and the last
         layer computes only the n positions and [CLS] (its keys and values still see every token).
         Packing is for CPUs: on a GPU its index bookkeeping (a host sync, extra small kernels) cost more
         than the padding it skips (H100, bf16 BERT-base batch 64: 39.8 ms a step packed, 26.9 padded)."""

@@ -12,7 +12,7 @@ from torch import nn
 
 from .gpt_config import PRESETS, GPTConfig  # noqa: F401 (GPTConfig and PRESETS are imported from here too)
 from ..core import DecoderBlock, KVCache, causal_mask
-from ..core import linear as packing
+from ..core import fast_paths
 
 
 class GPT(nn.Module):
@@ -51,21 +51,22 @@ class GPT(nn.Module):
         """A key/value cache for every block, preallocated for `max_len` positions (n_positions)."""
         return KVCache(len(self.h), max_len or self.config.n_positions)
 
-    _packed_head = None
+    _prepacked_head = None
 
-    def pack_for_decoding(self, batch_size: int):
-        """Prepack the weights for `batch_size`-row decoding steps (core.linear: ~2x faster steps
-        on MKL CPUs at batch 8, at the cost of a second copy of the weights until `unpack`)."""
-        head = self._packed_head
-        if head is not None and head.rows == batch_size and head.stamp == packing._stamp(self.wte.weight):
+    def prepack_for_decoding(self, batch_size: int):
+        """Prepack the weights for `batch_size`-row decoding steps (core.fast_paths.mkl_prepacking:
+        ~2x faster steps on MKL CPUs at batch 8, at the cost of a second copy of the weights until
+        `drop_prepacked`)."""
+        head = self._prepacked_head
+        if head is not None and head.rows == batch_size and head.stamp == fast_paths.weight_stamp(self.wte.weight):
             return  # packed for this batch size and still current
-        packing.pack_for_rows(self, batch_size)
-        if packing.can_pack(self.wte.weight):
-            self._packed_head = packing.PackedWeight(self.wte.weight, batch_size)
+        fast_paths.prepack_for_rows(self, batch_size)
+        if fast_paths.can_prepack(self.wte.weight):
+            self._prepacked_head = fast_paths.PrepackedWeight(self.wte.weight, batch_size)
 
-    def unpack(self):
-        packing.unpack(self)
-        self._packed_head = None
+    def drop_prepacked(self):
+        fast_paths.drop_prepacked(self)
+        self._prepacked_head = None
 
     def hidden_states(self, idx, cache=None, attention_mask=None, positions=None):
         """The final LayerNorm's output (batch, len, n_embd) for token ids `idx` (batch, len).
@@ -100,7 +101,7 @@ class GPT(nn.Module):
         x = self.hidden_states(idx, cache, attention_mask, positions)
         if last_only:
             x = x[:, -1:]
-        logits = packing.linear(x, self.wte.weight, None, self._packed_head)  # tied to the embeddings
+        logits = fast_paths.prepacked_linear(x, self.wte.weight, None, self._prepacked_head)  # tied to the embeddings
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100)

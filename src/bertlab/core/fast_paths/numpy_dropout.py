@@ -33,7 +33,7 @@ class _NumpyDropout(torch.autograd.Function):
         return grad * mask, None
 
 
-def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
+def numpy_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     """F.dropout(x, p, training), with the mask drawn by numpy for CPU tensors."""
     if not training or p == 0.0:
         return x
@@ -42,10 +42,10 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     return _NumpyDropout.apply(x, p)
 
 
-class Dropout(nn.Dropout):
-    """nn.Dropout (same arguments, same isinstance) through `dropout` above."""
+class NumpyDropout(nn.Dropout):
+    """nn.Dropout (same arguments, same isinstance) through `numpy_dropout` above."""
 
     def forward(self, x):
         if self.inplace:
             return super().forward(x)
-        return dropout(x, self.p, self.training)
+        return numpy_dropout(x, self.p, self.training)
