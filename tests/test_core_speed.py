@@ -13,7 +13,8 @@ from bertlab.core import (
     padding_mask,
     scaled_dot_product_attention,
 )
-from bertlab.core.fast_paths import NumpyDropout, Packing, PrepackableLinear, PrepackedWeight, can_prepack, numpy_dropout
+from bertlab.core.fast_paths import (NumpyDropout, Packing, PrepackableLinear, PrepackedWeight, can_prepack,
+                                     numpy_dropout)
 from bertlab.models import BertConfig, BertForPreTraining
 
 

@@ -12,7 +12,8 @@ from .kv_cache import KVCache
 def attention(query, key, value, mask=None, dropout_p=0.0):
     """The notes' formula, softmax(Q K^T / sqrt(d_k) + M) V over (..., len, d_k) tensors, and the
     probabilities (before dropout). M is 0 where `mask` is True (allowed), very negative elsewhere."""
-    scores = (query * (1.0 / math.sqrt(query.size(-1)))) @ key.transpose(-2, -1)  # scaling Q: len x d_k products
+    # scaling Q rather than the scores: len x d_k multiplications instead of len x len
+    scores = (query * (1.0 / math.sqrt(query.size(-1)))) @ key.transpose(-2, -1)
     if mask is not None:
         scores = scores + additive_mask(mask, scores)
     weights = scores.softmax(dim=-1)
