@@ -2,6 +2,7 @@
 missing input, an output whose parent is a file, and --help / --version without torch. The
 classes particular to a family (empty, blank-only and non-UTF-8 inputs, broken model folders,
 invalid numbers, existing outputs, non-ASCII and very long text) are in test_hardening_*.py."""
+import argparse
 import json
 import os
 import subprocess
@@ -146,3 +147,30 @@ def test_tokenize_without_torch(folders):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "the cat sat on the mat ."
+
+
+def _all_subparsers(parser, path=()):
+    """(path, parser) for every command and sub-subcommand (`data gettext`, ...)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*path, name), sub
+                yield from _all_subparsers(sub, (*path, name))
+
+
+def test_every_numeric_flag_of_every_command_is_checked():
+    """No flag of any command takes a bare int or float: each numeric flag has one of cli.args'
+    checked types, so 0, negative, nan and inf are refused by name (tested at their bad values in
+    test_hardening_*.py). The one exception is a layer index, negative from the end, whose range
+    is the model's and is checked once the model is loaded."""
+    from bertlab.cli import args as cli_args
+    from bertlab.cli import build_parser
+    checked = {cli_args.positive_int, cli_args.nonnegative_int, cli_args.positive_float, cli_args.nonnegative_float,
+               cli_args.fraction, cli_args.positive_fraction, cli_args.fraction_below_one}
+    seen = 0
+    for path, sub in _all_subparsers(build_parser()):
+        for action in sub._actions:
+            if action.type in (int, float) and (path, action.dest) != (("attention",), "layer"):
+                raise AssertionError(f"bertlab {' '.join(path)} {action.option_strings}: unchecked {action.type}")
+            seen += action.type in checked
+    assert seen > 100
