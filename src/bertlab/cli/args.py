@@ -52,3 +52,52 @@ def escaped_text(text: str) -> str:
         out.append(text[i])
         i += 1
     return "".join(out)
+
+
+# The flags every training command shares, declared once so that they are spelled, typed and explained
+# the same way everywhere. dest: (flag, old spellings kept as hidden aliases, argparse keywords).
+RUN_FLAGS = {
+    "batch_size": ("--batch-size", (), dict(metavar="N", type=positive_int,
+                                            help="examples per micro-batch per process")),
+    "grad_accum": ("--grad-accum", (), dict(metavar="K", type=positive_int, help="micro-batches per optimizer step")),
+    "lr": ("--lr", (), dict(type=positive_float, help="peak learning rate")),
+    "grad_clip": ("--grad-clip", ("--clip-norm",), dict(metavar="NORM", type=nonnegative_float,
+                                                        help="global gradient-norm clip, 0 for none")),
+    "max_steps": ("--max-steps", (), dict(metavar="N", type=positive_int,
+                                          help="optimizer steps; the learning-rate schedule ends here")),
+    "max_minutes": ("--max-minutes", (), dict(metavar="M", type=positive_float,
+                                              help="stop (saving a resumable checkpoint) after this much time")),
+    "eval_every": ("--eval-every", ("--eval-interval",), dict(metavar="N", type=positive_int,
+                                                              help="steps between held-out evaluations")),
+    "save_every": ("--save-every", ("--save-interval",), dict(metavar="N", type=positive_int,
+                                                              help="steps between checkpoints")),
+    "seed": ("--seed", (), dict(metavar="N", type=nonnegative_int, help="random seed")),
+    "device": ("--device", (), dict(help="cpu, cuda, mps or auto")),
+    "precision": ("--precision", (), dict(choices=["fp32", "bf16", "fp16"],
+                                          help="fp32, or bf16/fp16 autocast (fp16 on CUDA only)")),
+    "resume": ("--resume", (), dict(action="store_true", help="continue from OUT/checkpoint.pt exactly as if "
+                                                              "never stopped")),
+}
+
+
+def add_out_argument(parser, help: str | None = None, metavar: str = "DIR"):
+    """-o/--out, the folder a command writes (required). The old spellings --output and --output-dir
+    still parse, hidden; a required mutually exclusive group is how argparse lets either satisfy it."""
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("-o", "--out", metavar=metavar, help=help)
+    group.add_argument("--output", "--output-dir", dest="out", help=argparse.SUPPRESS)
+
+
+def add_run_arguments(parser, *, defaults: dict, help: dict | None = None):
+    """-o/--out and the shared training flags named in defaults (a command leaves out those it has no
+    use for), each with that command's default; help replaces a flag's text where the command means
+    more by it. The help shows a default other than None and a switch's False."""
+    add_out_argument(parser, (help or {}).get("out", "run folder (created; reused by --resume)"))
+    for dest, default in defaults.items():
+        flag, old, keywords = RUN_FLAGS[dest]
+        text = (help or {}).get(dest, keywords.get("help"))
+        if default is not None and not isinstance(default, bool):
+            text += " (default %(default)s)"
+        parser.add_argument(flag, dest=dest, **{**keywords, "help": text}, default=default)
+        if old:
+            parser.add_argument(*old, dest=dest, **{**keywords, "help": argparse.SUPPRESS}, default=argparse.SUPPRESS)

@@ -2,7 +2,7 @@
 (pretraining/create.py does the work)."""
 import os
 
-from .args import fraction, nonnegative_int, positive_fraction, positive_int
+from .args import add_out_argument, fraction, nonnegative_int, positive_fraction, positive_int
 
 
 def add_parser(subparsers):
@@ -22,7 +22,7 @@ def add_parser(subparsers):
     casing.add_argument("--uncased", dest="do_lower_case", action="store_true", default=None,
                         help="lower-case and strip accents (default unless tokenizer_config.json says cased)")
     casing.add_argument("--cased", dest="do_lower_case", action="store_false", help="keep case and accents")
-    p.add_argument("-o", "--output-dir", required=True, metavar="OUT_DIR")
+    add_out_argument(p, metavar="OUT_DIR")
     p.add_argument("--mode", choices=("nsp", "full-sentences"), default="nsp",
                    help="nsp: sentence pairs with next-sentence labels (BERT); full-sentences: RoBERTa's "
                         "packing of whole sentences across documents, masked LM only (default nsp)")
@@ -67,8 +67,8 @@ def run(args):
     options = InstanceOptions(args.max_seq_length, args.max_predictions_per_seq, args.masked_lm_prob,
                               args.short_seq_prob, args.dupe_factor or (1 if args.dynamic_masking else 10),
                               args.do_whole_word_mask or chinese is not None, args.mode, args.dynamic_masking)
-    counts = create_pretraining_data(args.files, args.output_dir, tokenizer, options, seed=args.random_seed,
+    counts = create_pretraining_data(args.files, args.out, tokenizer, options, seed=args.random_seed,
                                      workers=args.workers, chunk_docs=args.chunk_docs, shard_size=args.shard_size,
                                      encoding_errors=args.encoding_errors, chinese_ref=args.chinese_ref,
                                      chinese_words=chinese, overwrite=args.overwrite, progress_bar=not args.quiet)
-    print(report(counts, args.output_dir))
+    print(report(counts, args.out))

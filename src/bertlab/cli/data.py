@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..io import claim_output_folder
-from .args import fraction_below_one, nonnegative_float, positive_int
+from .args import add_out_argument, fraction_below_one, nonnegative_float, positive_int
 
 ENGLISH_EXAMPLE = """example:
   bertlab data english-corpus -o corpus/english            # every source, >= 20 MB or an error
@@ -37,7 +37,7 @@ def add_english_corpus(subparsers):
                     "non-English text are left out, sentences are split by rule and de-duplicated, "
                     "and about 2% of documents (by a hash of their names) are held out.",
         epilog=ENGLISH_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-o", "--out", required=True, metavar="DIR", help="output folder (created)")
+    add_out_argument(p, "output folder (created)")
     p.add_argument("--overwrite", action="store_true", help="replace a corpus already in DIR")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--min-mb", type=nonnegative_float, default=20.0,
@@ -77,7 +77,7 @@ def add_python_docs(subparsers):
         description="data/python-docs/summaries.txt (first sentences of the standard library's "
                     "docstrings, PSF licence) as a small pretraining corpus: one document per "
                     "module, one sentence per line; whole modules held out as english-corpus does.")
-    p.add_argument("-o", "--out", required=True, metavar="DIR", help="output folder (created)")
+    add_out_argument(p, "output folder (created)")
     p.add_argument("--overwrite", action="store_true", help="replace a corpus already in DIR")
     p.add_argument("--summaries", default="data/python-docs/summaries.txt", metavar="FILE",
                    help="the summaries file (default data/python-docs/summaries.txt, from the repository root)")
@@ -115,7 +115,7 @@ def add_gettext(subparsers):
                     "dropped and counted. See bertlab/data/gettext_corpus.py for the rules.",
         epilog=GETTEXT_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lang", required=True, help="locale name, as its folder is called (de, zh_CN, pt_BR)")
-    p.add_argument("-o", "--out", required=True, metavar="DIR", help="output folder (created)")
+    add_out_argument(p, "output folder (created)")
     p.add_argument("--overwrite", action="store_true", help="replace a corpus already in DIR")
     p.add_argument("--locale-dir", default="/usr/share/locale", metavar="DIR",
                    help="where the LANG/LC_MESSAGES folders are (default /usr/share/locale)")

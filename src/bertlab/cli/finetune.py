@@ -5,7 +5,7 @@ import sys
 
 from ..finetune.tasks import TASK_NAMES, WINDOWED
 from ..finetune.windows import LONG_INPUTS
-from .args import fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
+from .args import add_run_arguments, fraction, nonnegative_float, positive_float, positive_int
 
 
 def add_parser(subparsers):
@@ -24,7 +24,12 @@ def add_parser(subparsers):
                "--task mrpc --data-dir glue_data/MRPC --model minilm -o runs/mrpc")
     p.add_argument("--task", required=True, metavar="NAME", help="one of: " + ", ".join(TASK_NAMES))
     p.add_argument("--model", required=True, help="a BERT folder (HF layout) or 'minilm'")
-    p.add_argument("-o", "--output", required=True, metavar="OUT", help="folder for the model, logs and curves")
+    add_run_arguments(p.add_argument_group("run (google-research/bert's defaults)"), defaults=dict(
+        batch_size=32, grad_accum=1, lr=5e-5, grad_clip=1.0, max_steps=None, max_minutes=None, eval_every=None,
+        seed=0, device="auto", precision="fp32", resume=False),
+        help={"out": "folder for the model, logs and curves",
+              "eval_every": "evaluate on dev and save a checkpoint every N steps (default: every epoch)",
+              "max_minutes": "stop after this many minutes, keeping the best model and a checkpoint for --resume"})
     data = p.add_argument_group("data")
     data.add_argument("--data-dir", help="a GLUE task's folder (train.tsv, dev.tsv, test.tsv)")
     data.add_argument("--train", help="training file (.tsv/.csv/.jsonl for classify/regression, CoNLL for ner, JSON for squad)")
@@ -56,18 +61,9 @@ def add_parser(subparsers):
                                                            "[S-PER],[E-PER]); the embedding table grows to fit")
     train = p.add_argument_group("training (google-research/bert's defaults)")
     train.add_argument("--epochs", type=positive_float, default=3.0)
-    train.add_argument("--batch-size", type=positive_int, default=32)
-    train.add_argument("--lr", type=positive_float, default=5e-5, help="peak learning rate (default 5e-5)")
     train.add_argument("--warmup-proportion", type=fraction, default=0.1, help="0 to 1 (default 0.1)")
     train.add_argument("--weight-decay", type=nonnegative_float, default=0.01)
-    train.add_argument("--grad-accum", type=positive_int, default=1, help="micro-batches per optimizer step")
-    train.add_argument("--grad-clip", type=nonnegative_float, default=1.0, help="gradient norm limit; 0: none")
-    train.add_argument("--eval-every", type=positive_int,
-                       help="evaluate on dev and save a checkpoint every N steps (default: every epoch)")
     train.add_argument("--patience", type=positive_int, help="early stopping: evaluations without a better dev score")
-    train.add_argument("--max-steps", type=positive_int)
-    train.add_argument("--max-minutes", type=positive_float,
-                       help="stop after this many minutes, keeping the best model and a checkpoint for --resume")
     train.add_argument("--group-by-length", action="store_true",
                        help="batches of similar lengths (less padding, faster on mixed lengths; on short texts it "
                             "cost ~1.4 points of accuracy, see the README). Default: plain shuffled batches")
@@ -76,12 +72,7 @@ def add_parser(subparsers):
     train.add_argument("--grid", action="store_true",
                        help="sweep batch {16,32} x lr {5e-5,3e-5,2e-5} x epochs {2,3,4} (the notes' grid) and keep "
                             "the best dev score; each run in OUT/grid/, the winner copied to OUT/model")
-    train.add_argument("--seed", type=nonnegative_int, default=0)
-    train.add_argument("--device", default="auto", help="cpu, cuda, mps or auto")
-    train.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
-    train.add_argument("--resume", action="store_true", help="continue the run in OUT from its checkpoint.pt, "
-                                                             "exactly as if never stopped (same data and settings)")
     train.add_argument("--overwrite", action="store_true", help="replace the earlier run in OUT")
     p.set_defaults(run=run)
 
@@ -153,18 +144,18 @@ def run(args):
     added = args.add_tokens.split(",") if args.add_tokens else []
     base = lambda: load_base_model(task, args.model, args.init, added, quiet=args.quiet, seed=args.seed)  # noqa: E731
     model, tokenizer = base()  # a broken model folder is found before OUT is touched
-    prepare_output(args.output, args.resume, args.overwrite)
+    prepare_output(args.out, args.resume, args.overwrite)
     if args.grid:
         del model  # every run of the grid starts from a fresh copy
-        summary = run_grid(task, base, splits, args.output, s)
+        summary = run_grid(task, base, splits, args.out, s)
     else:
-        summary = finetune(task, model, tokenizer, splits["train"], splits["dev"], args.output, s)
-        records = MetricsLog(os.path.join(args.output, "metrics.jsonl")).read()
-        plot_learning_curve(records, os.path.join(args.output, "curves.png"), task.metric,
+        summary = finetune(task, model, tokenizer, splits["train"], splits["dev"], args.out, s)
+        records = MetricsLog(os.path.join(args.out, "metrics.jsonl")).read()
+        plot_learning_curve(records, os.path.join(args.out, "curves.png"), task.metric,
                             title=f"{task.name} from {args.model}")
     if splits.get("test") and not summary.get("stopped_by_time"):
-        summary["test"] = predict_file(os.path.join(args.output, "model"), args.test or splits["test_path"],
-                                       os.path.join(args.output, "test_predictions.jsonl"), progress=not args.quiet)
-    atomic_write_text(os.path.join(args.output, "summary.json"), json.dumps(summary, indent=2, default=str) + "\n")
+        summary["test"] = predict_file(os.path.join(args.out, "model"), args.test or splits["test_path"],
+                                       os.path.join(args.out, "test_predictions.jsonl"), progress=not args.quiet)
+    atomic_write_text(os.path.join(args.out, "summary.json"), json.dumps(summary, indent=2, default=str) + "\n")
     keys = ("task", "metric", "best_score", "dev", "test") if "best_score" in summary else ("task", "kept_model", "test")
     print(json.dumps({k: summary[k] for k in keys if k in summary}), file=sys.stderr)

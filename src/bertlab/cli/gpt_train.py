@@ -19,14 +19,21 @@ those it was started with. Progress and evaluations go to stderr (a line every 3
 
 
 def add_parser(subparsers):
-    from .args import fraction_below_one, positive_fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
+    from .args import (add_run_arguments, fraction_below_one, nonnegative_float, nonnegative_int, positive_fraction,
+                       positive_int)
     p = subparsers.add_parser(
         "gpt-train", help="train a GPT (decoder-only language model) on text files",
         description="Train a GPT to predict the next token of UTF-8 text files. The text is tokenized "
                     "once into a memory-mapped token file; training draws random contiguous blocks.",
         epilog=EXAMPLE, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     p.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files")
-    p.add_argument("--out", required=True, metavar="DIR", help="run folder (created; reused by --resume)")
+    add_run_arguments(p.add_argument_group("run and optimisation"), defaults=dict(
+        batch_size=16, grad_accum=1, lr=1e-3, max_steps=2000, max_minutes=None, eval_every=200, save_every=None,
+        seed=0, device="auto", precision="fp32", resume=False),
+        help={"batch_size": "sequences per micro-batch per process",
+              "max_steps": "optimizer steps; the cosine decays over these",
+              "save_every": "steps between checkpoints (default: --eval-every)",
+              "resume": "continue from OUT/checkpoint.pt (with the FILEs and tokenizer settings it started with)"})
     g = p.add_argument_group("tokenizer")
     g.add_argument("--tokenizer", default="bpe", metavar="bpe|char|DIR",
                    help="learn byte-level BPE from the files (default), use characters, or load "
@@ -42,25 +49,11 @@ def add_parser(subparsers):
         g.add_argument(name, type=positive_int)
     g.add_argument("--dropout", type=fraction_below_one, default=0.0, help="residual/embedding/attention dropout (default 0)")
     g = p.add_argument_group("optimisation")
-    g.add_argument("--batch-size", type=positive_int, default=16, help="sequences per micro-batch per process (16)")
     g.add_argument("--block-size", type=positive_int, default=256,
                    help="tokens per sequence, the model's positions (256)")
-    g.add_argument("--grad-accum", type=positive_int, default=1, help="micro-batches per optimizer step (1)")
-    g.add_argument("--lr", type=positive_float, default=1e-3, help="peak learning rate (1e-3)")
     g.add_argument("--warmup", type=nonnegative_int, default=100, help="linear warmup steps (100)")
     g.add_argument("--weight-decay", type=nonnegative_float, default=0.1)
-    g.add_argument("--max-steps", type=positive_int, default=2000,
-                   help="optimizer steps; the cosine decays over these (2000)")
-    g.add_argument("--max-minutes", type=positive_float,
-                   help="stop (saving a resumable checkpoint) after this much time")
-    g.add_argument("--eval-interval", type=positive_int, default=200, help="steps between held-out evaluations (200)")
     g.add_argument("--eval-tokens", type=positive_int, default=100_000, help="held-out tokens evaluated (100000)")
-    g.add_argument("--seed", type=nonnegative_int, default=0)
-    g.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
-    g.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
-                   help="fp32 (default; this project's CPUs lack native bf16), bf16/fp16 autocast on GPUs")
-    g.add_argument("--resume", action="store_true",
-                   help="continue from OUT/checkpoint.pt (with the FILEs and tokenizer settings it started with)")
     g.add_argument("--overwrite", action="store_true",
                    help="start afresh in an OUT that holds a checkpoint (its checkpoint, data and log are replaced)")
     g.add_argument("--quiet", action="store_true", help="no progress bar or lines")
@@ -103,9 +96,9 @@ def run(args):
     settings = TrainSettings(
         data=data_dir, out=args.out, model=config, batch_size=args.batch_size, block_size=args.block_size,
         grad_accum=args.grad_accum, lr=args.lr, warmup=args.warmup, max_steps=args.max_steps,
-        max_minutes=args.max_minutes, weight_decay=args.weight_decay, eval_interval=args.eval_interval,
-        eval_tokens=args.eval_tokens, save_interval=args.eval_interval, seed=args.seed, device=args.device,
-        precision=args.precision, resume=args.resume, progress=not args.quiet)
+        max_minutes=args.max_minutes, weight_decay=args.weight_decay, eval_interval=args.eval_every,
+        eval_tokens=args.eval_tokens, save_interval=args.save_every or args.eval_every, seed=args.seed,
+        device=args.device, precision=args.precision, resume=args.resume, progress=not args.quiet)
     summary = train_gpt(settings)
     model = summary.pop("model")
     if info.is_main:

@@ -3,7 +3,7 @@ import argparse
 import os
 import sys
 
-from .args import fraction_below_one, nonnegative_float, nonnegative_int, positive_float, positive_int
+from .args import add_run_arguments, fraction_below_one, nonnegative_float, nonnegative_int, positive_int
 
 EXAMPLE = """examples:
   bertlab pretrain --data shards128 --eval-data heldout128 --out runs/small --preset small --max-minutes 60
@@ -24,13 +24,16 @@ def add_parser(subparsers):
                     "linear warmup then linear decay. With --data-512 the last --phase2-fraction of the "
                     "steps read the 512-token instances (the BERT paper's two phases).",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(p.add_argument_group("run and optimisation"), defaults=dict(
+        batch_size=32, grad_accum=1, lr=1e-4, grad_clip=1.0, max_steps=1000, max_minutes=None, eval_every=500,
+        save_every=500, seed=0, device="auto", precision="fp32", resume=False),
+        help={"batch_size": "instances per micro-batch per process"})
     g = p.add_argument_group("data")
     g.add_argument("--data", required=True, metavar="DIR", help="shard folder of the main phase (e.g. 128 tokens)")
     g.add_argument("--data-512", metavar="DIR", help="shard folder of the last phase (512 tokens)")
     g.add_argument("--phase2-fraction", metavar="F", type=fraction_below_one, default=0.1,
                    help="share of --max-steps read from --data-512, in [0, 1) (default 0.1)")
     g.add_argument("--eval-data", metavar="DIR", help="shard folder built from held-out documents")
-    g.add_argument("--out", required=True, metavar="DIR", help="run folder (created; reused by --resume)")
     g = p.add_argument_group("model (one of)")
     m = g.add_mutually_exclusive_group()
     m.add_argument("--preset", choices=["tiny", "small", "base"],
@@ -41,32 +44,14 @@ def add_parser(subparsers):
     g = p.add_argument_group("optimisation")
     g.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw",
                    help="adamw (BERT's: weight decay 0.01 except LayerNorm/bias, eps 1e-6; default) or lamb")
-    g.add_argument("--lr", type=positive_float, default=1e-4, help="peak learning rate (1e-4)")
     g.add_argument("--warmup", metavar="N", type=nonnegative_int,
                    help="linear warmup steps (default 1%% of --max-steps, as BERT's 10k of 1M)")
     g.add_argument("--weight-decay", metavar="W", type=nonnegative_float, default=0.01,
                    help="(0.01; never LayerNorm or biases)")
-    g.add_argument("--batch-size", metavar="N", type=positive_int, default=32,
-                   help="instances per micro-batch per process (32)")
     g.add_argument("--phase2-batch-size", metavar="N", type=positive_int,
                    help="the same for --data-512 (default --batch-size)")
-    g.add_argument("--grad-accum", metavar="K", type=positive_int, default=1, help="micro-batches per optimizer step (1)")
-    g.add_argument("--grad-clip", metavar="NORM", type=nonnegative_float, default=1.0,
-                   help="global gradient-norm clip (1.0; 0 = off)")
-    g.add_argument("--max-steps", metavar="N", type=positive_int, default=1000,
-                   help="optimizer steps; the decay ends here (1000)")
-    g.add_argument("--max-minutes", metavar="M", type=positive_float,
-                   help="stop (saving a resumable checkpoint) after this much time")
-    g.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
-                   help="fp32 (default), bf16 autocast, or fp16 autocast with loss scaling (GPU only)")
-    g.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
-    g.add_argument("--seed", metavar="N", type=nonnegative_int, default=0)
     g = p.add_argument_group("run")
-    g.add_argument("--eval-every", metavar="N", type=positive_int, default=500,
-                   help="steps between held-out evaluations (500)")
     g.add_argument("--eval-instances", metavar="N", type=positive_int, help="held-out instances per evaluation (default all)")
-    g.add_argument("--save-every", metavar="N", type=positive_int, default=500, help="steps between checkpoints (500)")
-    g.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     g.add_argument("--overwrite", action="store_true",
                    help="start afresh in an OUT that holds a checkpoint (its checkpoint and log are replaced)")
     g.add_argument("--quiet", action="store_true", help="no progress on stderr (evaluations and the summary still)")

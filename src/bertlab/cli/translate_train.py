@@ -28,14 +28,22 @@ Progress and validations go to stderr (a line every 30 s in a log)."""
 
 
 def add_parser(subparsers):
-    from .args import fraction_below_one, nonnegative_float, nonnegative_int, positive_float, positive_int
+    from .args import add_run_arguments, fraction_below_one, nonnegative_int, positive_int
     p = subparsers.add_parser(
         "translate-train", help="train a Transformer (encoder-decoder) translation model",
         description="Train the Transformer of 'Attention Is All You Need' on line-aligned parallel text: "
                     "a subword vocabulary learned from the training data, label-smoothed cross-entropy, "
                     "Adam with warmup and inverse-square-root decay, token-budget batches.",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, metavar="DIR", help="run folder (created; reused by --resume)")
+    add_run_arguments(p.add_argument_group("run and optimisation"), defaults=dict(
+        grad_accum=1, lr=1e-3, grad_clip=0.0, max_steps=None, max_minutes=None, eval_every=250, save_every=None,
+        seed=0, device="auto", precision="fp32", resume=False),
+        help={"grad_clip": "clip the gradient norm (0: off, as the paper)",
+              "max_steps": "optimizer steps (500; 100000 with --max-minutes, so that the time decides)",
+              "eval_every": "steps between validations",
+              "save_every": "steps between checkpoints (default: --eval-every)",
+              "resume": "continue from OUT/checkpoint.pt (with the data files and vocabulary settings it started "
+                        "with)"})
     g = p.add_argument_group("data")
     g.add_argument("--data", metavar="DIR", help="folder with train.SRC/train.TGT and valid.SRC/valid.TGT")
     g.add_argument("--src", metavar="LANG", help="source language suffix with --data (e.g. en)")
@@ -63,29 +71,14 @@ def add_parser(subparsers):
     g = p.add_argument_group("optimisation")
     g.add_argument("--max-tokens", type=positive_int, default=1024,
                    help="padded tokens per micro-batch and side (1024)")
-    g.add_argument("--grad-accum", type=positive_int, default=1, help="micro-batches per optimizer step (1)")
-    g.add_argument("--lr", type=positive_float, default=1e-3, help="peak learning rate (1e-3)")
     g.add_argument("--warmup", type=nonnegative_int, default=100, help="linear warmup steps (100)")
     g.add_argument("--schedule", choices=["inverse_sqrt", "linear"], default="inverse_sqrt",
                    help="after warmup: the paper's inverse square root (default) or linear decay to 0")
     g.add_argument("--label-smoothing", type=fraction_below_one, default=0.1, help="epsilon_ls (0.1)")
-    g.add_argument("--clip-norm", type=nonnegative_float, default=0.0,
-                   help="clip the gradient norm (0: off, as the paper)")
-    g.add_argument("--max-steps", type=positive_int,
-                   help="optimizer steps (500; 100000 with --max-minutes, so that the time decides)")
-    g.add_argument("--max-minutes", type=positive_float, help="stop (saving a resumable checkpoint) after this long")
-    g.add_argument("--eval-interval", type=positive_int, default=250, help="steps between validations (250)")
-    g.add_argument("--save-interval", type=positive_int, help="steps between checkpoints (default: --eval-interval)")
     g.add_argument("--bleu-sentences", type=nonnegative_int, default=100,
                    help="validation sentences translated (greedily) for BLEU at each validation (100; 0: none)")
     g.add_argument("--average-last", type=nonnegative_int, default=0, metavar="N",
                    help="write the mean of the last N checkpoints' weights as the model (paper: 5)")
-    g.add_argument("--seed", type=nonnegative_int, default=0)
-    g.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
-    g.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
-                   help="fp32 (default), or bf16/fp16 autocast (fp16 on CUDA only)")
-    g.add_argument("--resume", action="store_true",
-                   help="continue from OUT/checkpoint.pt (with the data files and vocabulary settings it started with)")
     g.add_argument("--overwrite", action="store_true", help="start afresh in an OUT that holds a checkpoint")
     g.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     p.set_defaults(run=run)
@@ -144,9 +137,9 @@ def run(args):
     target_lang = args.tgt or os.path.splitext(train_tgt)[1].lstrip(".")
     settings = TranslationSettings(
         out=args.out, model=config, max_tokens=args.max_tokens, grad_accum=args.grad_accum, lr=args.lr,
-        warmup=args.warmup, schedule=args.schedule, label_smoothing=args.label_smoothing, grad_clip=args.clip_norm,
+        warmup=args.warmup, schedule=args.schedule, label_smoothing=args.label_smoothing, grad_clip=args.grad_clip,
         max_steps=args.max_steps or (100_000 if args.max_minutes else 500), max_minutes=args.max_minutes,
-        eval_interval=args.eval_interval, save_interval=args.save_interval or args.eval_interval,
+        eval_interval=args.eval_every, save_interval=args.save_every or args.eval_every,
         bleu_sentences=args.bleu_sentences,
         bleu_tokenize=bleu_tokenize(target_lang), average_last=args.average_last, seed=args.seed,
         device=args.device, precision=args.precision, resume=args.resume, progress=not args.quiet)

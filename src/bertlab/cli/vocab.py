@@ -2,7 +2,7 @@
 import os
 
 from ..io import make_folder
-from .args import nonnegative_int, positive_int
+from .args import add_out_argument, nonnegative_int, positive_int
 
 
 def add_parser(subparsers):
@@ -15,7 +15,7 @@ def add_parser(subparsers):
                     "[SEP] [MASK] first) and tokenizer_config.json, then checks that the text "
                     "round-trips through it.")
     p.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files")
-    p.add_argument("-o", "--output-dir", required=True, metavar="OUT_DIR")
+    add_out_argument(p, metavar="OUT_DIR")
     p.add_argument("--vocab-size", type=positive_int, default=30522, help="at most this many tokens (default 30522)")
     p.add_argument("--min-frequency", type=nonnegative_int, default=2,
                    help="a merge must occur at least this often (default 2)")
@@ -30,14 +30,14 @@ def add_parser(subparsers):
 
 def run(args):
     from ..pretraining.vocab import learn_vocab, save_vocab
-    if os.path.exists(os.path.join(args.output_dir, "vocab.txt")) and not args.overwrite:
-        raise ValueError(f"{args.output_dir}: already has a vocab.txt; pass --overwrite to replace it")
-    make_folder(args.output_dir)  # an OUT_DIR that cannot be made fails before the work, not after
+    if os.path.exists(os.path.join(args.out, "vocab.txt")) and not args.overwrite:
+        raise ValueError(f"{args.out}: already has a vocab.txt; pass --overwrite to replace it")
+    make_folder(args.out)  # an OUT_DIR that cannot be made fails before the work, not after
     vocab, report = learn_vocab(args.files, args.vocab_size, args.min_frequency, args.do_lower_case,
                                 progress=not args.quiet)
-    save_vocab(vocab, args.output_dir, args.do_lower_case)
+    save_vocab(vocab, args.out, args.do_lower_case)
     short = f" (asked for {args.vocab_size}: the text ran out of merges)" if len(vocab) < args.vocab_size else ""
-    print(f"wrote {os.path.join(args.output_dir, 'vocab.txt')}: {report['vocab_size']} tokens{short}, "
+    print(f"wrote {os.path.join(args.out, 'vocab.txt')}: {report['vocab_size']} tokens{short}, "
           f"{'uncased' if args.do_lower_case else 'cased'}")
     print(f"  {report['words']} words ({report['distinct_words']} distinct); "
           f"{report['split_fraction']:.1%} of them split into several pieces; "
