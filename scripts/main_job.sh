@@ -46,7 +46,7 @@ echo "== 5. Translation: the Transformer of 'Attention Is All You Need' learns G
 echo "==    messages of nine GNU programs (2,926 pairs, shipped), then beam search on two programs it never saw =="
 TR=${BERTLAB_RUNS:-runs}/translate
 bertlab translate-train --data data/gettext-gnu-de --src de --tgt en --joint-vocab --vocab-size 4000 \
-  --preset small --max-tokens 1024 --lr 1e-3 --warmup 100 --max-steps 500 --eval-interval 250 \
+  --preset small --max-tokens 1024 --lr 1e-3 --warmup 100 --max-steps 500 --eval-every 250 \
   --bleu-sentences 100 --seed 0 --out "$TR" --overwrite
 bertlab translate --model "$TR/model" data/gettext-gnu-de/test.de --beam 4 --ref data/gettext-gnu-de/test.en \
   > "$TR/test.hyp"
