@@ -6,7 +6,8 @@ import os
 import pytest
 
 from bertlab.cli import main
-from bertlab.interop.pretrained import checkpoint_casing, tokenizer_settings
+from bertlab.interop.pretrained import checkpoint_casing
+from bertlab.tokenization.bert_tokenizer import tokenizer_config
 from bertlab.pretraining.vocab import SPECIAL_TOKENS, alphabet_size, count_words, learn_vocab
 from bertlab.tokenization import BasicTokenizer, BertTokenizer, Vocab, is_chinese_char
 
@@ -45,7 +46,7 @@ def test_learned_vocab_loads_and_round_trips(corpus, learned):
     vocab = Vocab.load(learned / "vocab.txt")
     assert tuple(vocab.id_to_token[:5]) == SPECIAL_TOKENS
     assert 3000 < len(vocab) <= 8000
-    assert tokenizer_settings(learned)["do_lower_case"] is True
+    assert tokenizer_config(learned)["do_lower_case"] is True
     assert checkpoint_casing(str(learned), vocab)[0] is True
     tokenizer = BertTokenizer.from_pretrained(learned)
     basic = BasicTokenizer(do_lower_case=True)

@@ -64,9 +64,6 @@ def check_layers_used(report, folder, config: BertConfig):
                          f"num_hidden_layers={config.num_hidden_layers}; config and weights do not fit")
 
 
-tokenizer_settings = tokenizer_config  # the older name, which tests/test_pretraining_vocab.py imports
-
-
 def checkpoint_casing(folder, vocab: Vocab, settings: dict | None = None) -> tuple[bool, str]:
     """(do_lower_case, why) as the checkpoint was trained: tokenizer_config.json says so, or else
     a vocabulary without upper-case tokens can only have been built from lower-cased text."""
