@@ -12,7 +12,8 @@ from bertlab.data.token_stream import TokenStream, prepare_token_files, split_li
 from bertlab.models import GPT, GPTConfig
 from bertlab.tokenization.char_level import CharTokenizer
 from bertlab.training import lr_multiplier, make_adamw, make_scheduler, param_groups
-from bertlab.training.lm_trainer import TrainSettings, train_gpt, train_step
+from bertlab.training.engine import train_step
+from bertlab.training.lm_trainer import GPTSettings, train_gpt
 
 CONFIG = GPTConfig.preset("test", n_positions=16, resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1)
 
@@ -30,9 +31,9 @@ def data(tmp_path_factory):
 
 def settings(data_dir, out, **kw):
     base = dict(data=data_dir, out=str(out), model=GPTConfig.from_dict({**CONFIG.to_dict(hf=False), "vocab_size": 40}),
-                batch_size=4, block_size=16, max_steps=8, schedule_steps=8, warmup=2, eval_interval=4,
-                save_interval=100, eval_tokens=500, lr=3e-3, progress=False, seed=3)
-    return TrainSettings(**{**base, **kw})
+                batch_size=4, block_size=16, max_steps=8, schedule_steps=8, warmup=2, eval_every=4,
+                save_every=100, eval_tokens=500, lr=3e-3, progress=False, seed=3)
+    return GPTSettings(**{**base, **kw})
 
 
 def losses(out):

@@ -358,14 +358,15 @@ def test_library_settings_refuse_what_the_flags_refuse():
     from bertlab.inference.translate import translate_ids
     from bertlab.models import GPT, GPTConfig
     from bertlab.models.transformer import Seq2SeqTransformer, TransformerConfig
-    from bertlab.training.lm_trainer import TrainSettings, train_step
+    from bertlab.training.engine import train_step
+    from bertlab.training.lm_trainer import GPTSettings
     from bertlab.training.translation_trainer import TranslationSettings
     gpt = GPTConfig.preset("test", n_positions=16)
     for bad, needle in (({"grad_clip": -1.0}, "grad_clip -1.0"), ({"batch_size": 0}, "batch_size 0"),
                         ({"lr": float("nan")}, "lr nan"), ({"block_size": 32}, "block_size 32: more than"),
                         ({"max_steps": -1}, "max_steps -1"), ({"schedule": "step"}, "unknown schedule")):
         with pytest.raises(ValueError, match=needle):
-            TrainSettings(data="d", out="o", model=gpt, **{"block_size": 16, **bad})
+            GPTSettings(data="d", out="o", model=gpt, **{"block_size": 16, **bad})
     translation = TransformerConfig.preset("test")
     for bad, needle in (({"grad_clip": -1.0}, "grad_clip -1.0"), ({"max_tokens": 0}, "max_tokens 0"),
                         ({"label_smoothing": 2.0}, "label_smoothing 2.0"), ({"schedule": "cosine"}, "schedule")):

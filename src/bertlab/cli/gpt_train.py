@@ -74,7 +74,7 @@ def run(args):
     from ..training import run_inputs
     from ..training.checkpoint import check_resume
     from ..training.distributed import barrier, setup_distributed
-    from ..training.lm_trainer import TrainSettings, train_gpt
+    from ..training.lm_trainer import GPTSettings, train_gpt
     for path in args.files:
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")
@@ -93,35 +93,16 @@ def run(args):
     config = model_config(args, tokenizer.vocab_size)
     if eos is not None:
         config = GPTConfig.from_dict({**config.to_dict(hf=False), "bos_token_id": eos, "eos_token_id": eos})
-    settings = TrainSettings(
+    settings = GPTSettings(
         data=data_dir, out=args.out, model=config, batch_size=args.batch_size, block_size=args.block_size,
         grad_accum=args.grad_accum, lr=args.lr, warmup=args.warmup, max_steps=args.max_steps,
-        max_minutes=args.max_minutes, weight_decay=args.weight_decay, eval_interval=args.eval_every,
-        eval_tokens=args.eval_tokens, save_interval=args.save_every or args.eval_every, seed=args.seed,
+        max_minutes=args.max_minutes, weight_decay=args.weight_decay, eval_every=args.eval_every,
+        eval_tokens=args.eval_tokens, save_every=args.save_every, seed=args.seed,
         device=args.device, precision=args.precision, resume=args.resume, progress=not args.quiet)
-    summary = train_gpt(settings)
-    model = summary.pop("model")
+    summary = train_gpt(settings, tokenizer)
     if info.is_main:
-        finish(args, model, tokenizer, summary, data_dir)
-
-
-def finish(args, model, tokenizer, summary, data_dir):
-    """Save the model in HF format, write a few samples, print the result."""
-    from ..inference.generate import SamplingOptions, generate
-    from ..interop.hf_gpt2 import save_pretrained
-    from ..io import atomic_write_text
-    save_pretrained(model.cpu(), os.path.join(args.out, "model"), tokenizer)
-    with open(os.path.join(data_dir, "meta.json"), encoding="utf-8") as f:
-        unigram = json.load(f)["unigram_val_perplexity"]
-    # the sample prompts that leave room for new tokens in the model's positions (a tiny block may not)
-    prompts = [p for p in ("The ", "This program ", "You can ") if len(tokenizer.encode(p)) < model.config.n_positions]
-    encoded = [tokenizer.encode(p) for p in prompts]
-    room = model.config.n_positions - max((len(e) for e in encoded), default=0)
-    options = SamplingOptions(max_new_tokens=min(80, room), do_sample=True, temperature=0.8, top_k=50)
-    import torch
-    outs = generate(model.eval(), encoded, options, generator=torch.Generator().manual_seed(0)) if prompts else []
-    samples = "".join(f"--- prompt {p!r}\n{p}{tokenizer.decode(o)}\n" for p, o in zip(prompts, outs))
-    atomic_write_text(os.path.join(args.out, "samples.txt"), samples)
-    print(f"{summary['steps']} steps in {summary['seconds']:.0f} s ({summary['tokens_per_s']:,.0f} tokens/s); "
-          f"held-out perplexity {summary['val_perplexity']:.2f} vs unigram {unigram:.2f}\n"
-          f"model: {os.path.join(args.out, 'model')}\n{samples}", file=sys.stderr)
+        with open(os.path.join(data_dir, "meta.json"), encoding="utf-8") as f:
+            unigram = json.load(f)["unigram_val_perplexity"]
+        print(f"{summary['steps']} steps in {summary['seconds']:.0f} s ({summary['tokens_per_s']:,.0f} tokens/s); "
+              f"held-out perplexity {summary['val_perplexity']:.2f} vs unigram {unigram:.2f}\n"
+              f"model: {os.path.join(args.out, 'model')}\n{summary['samples']}", file=sys.stderr)

@@ -43,6 +43,12 @@ def save_checkpoint(path, *, model, optimizer, scheduler, step: int, data_state,
     atomic_write(path, lambda f: torch.save(state, f), mode="wb")
 
 
+def write_checkpoint(path, state: dict):
+    """Write `state` (the keys read_checkpoint requires) atomically: a kill mid-write leaves the
+    previous checkpoint whole."""
+    atomic_write(path, lambda f: torch.save(state, f), mode="wb")
+
+
 def read_checkpoint(path) -> dict:
     """The checkpoint's dict, read without running code: weights_only=True refuses any pickled
     object other than tensors and plain data, so a crafted file's payload never executes."""

@@ -1,104 +1,49 @@
-"""Causal language-model training: random blocks of a token stream, AdamW with warmup + cosine,
-gradient accumulation, mixed precision, torchrun data parallelism, a time budget and exact resume.
-"""
+"""The causal language-model objective (GPT): random blocks of a token stream, next-token
+cross-entropy, AdamW (GPT-3's betas) with warmup + cosine, held-out loss and perplexity.
+fit() does the rest (accumulation, precision, torchrun, resume, logging)."""
 import contextlib
-import json
 import math
 import os
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 
-from .. import progress, validate
+from .. import validate
 from ..data.token_stream import TokenStream, eval_blocks
-from ..device import autocast_dtype, pick_device
 from ..models.gpt import GPT, GPTConfig
-from .checkpoint import restore_run, rng_states, save_checkpoint, set_rng_states
-from .distributed import (DistInfo, all_agree, barrier, cleanup, gather_objects, mean_across, rank_device,
-                          setup_distributed)
-from .metrics import MetricsLog, plot_curves
-from .optim import make_adamw
+from .distributed import DistInfo, mean_across
+from .engine import Objective, fit
 from .schedules import SCHEDULES, make_scheduler
+from .settings import RunSettings, optional
 
 
-@dataclass
-class TrainSettings:
+@dataclass(kw_only=True)
+class GPTSettings(RunSettings):
     data: str                 # folder with train.bin, val.bin, meta.json (data.token_stream)
-    out: str                  # checkpoint.pt, metrics.jsonl, curves.png, summary.json
     model: GPTConfig
     batch_size: int = 16      # sequences per micro-batch, per process
     block_size: int = 256
-    grad_accum: int = 1
     lr: float = 6e-4
     min_lr_ratio: float = 0.1
     warmup: int = 100
     schedule: str = "cosine"
     schedule_steps: int | None = None  # length of the decay; default max_steps
-    max_steps: int = 1000
-    max_minutes: float | None = None
     weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    eval_interval: int = 200
+    eval_every: int = 200
     eval_tokens: int = 100_000
-    save_interval: int = 200
-    seed: int = 0
-    device: str = "auto"
-    precision: str = "fp32"
-    resume: bool = False
-    progress: bool = True
+
+    def checks(self) -> dict:
+        v = validate
+        return {**super().checks(), "max_steps": v.positive_int, "lr": v.positive_float, "eval_every": v.positive_int,
+                "block_size": v.positive_int, "min_lr_ratio": v.fraction, "eval_tokens": v.positive_int,
+                "schedule_steps": optional(v.positive_int)}
 
     def __post_init__(self):
-        validate.check_fields(self, {
-            "batch_size": validate.positive_int, "block_size": validate.positive_int,
-            "grad_accum": validate.positive_int, "lr": validate.positive_float, "min_lr_ratio": validate.fraction,
-            "warmup": validate.nonnegative_int, "max_steps": validate.positive_int,
-            "weight_decay": validate.nonnegative_float, "grad_clip": validate.nonnegative_float,
-            "eval_interval": validate.positive_int, "eval_tokens": validate.positive_int,
-            "save_interval": validate.positive_int, "seed": validate.nonnegative_int})
-        validate.positive_int("schedule_steps", self.schedule_steps, optional=True)
-        validate.nonnegative_float("max_minutes", self.max_minutes, optional=True)  # 0: stop after one step
+        super().__post_init__()
         if self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}; choose one of {SCHEDULES}")
         if self.block_size > self.model.n_positions:
             raise ValueError(f"block_size {self.block_size}: more than the model's {self.model.n_positions} positions")
-
-
-def autocast_context(device, dtype):
-    return torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
-
-
-def train_step(model, optimizer, scheduler, next_batch, grad_accum=1, grad_clip=1.0, autocast=None,
-               scaler=None, loss_of=lambda model, batch: model(*batch)[1]) -> float:
-    """One optimizer step over `grad_accum` micro-batches; returns their mean loss.
-    `loss_of(model, batch)` is the batch's mean loss (default: a GPT called as model(x, y)).
-
-    Each micro-batch's loss is divided by grad_accum, so the summed gradients equal those of one
-    batch grad_accum times as large. Under DDP, gradients are all-reduced only on the last
-    micro-batch (no_sync before it): one communication per step instead of one per micro-batch.
-    """
-    validate.positive_int("grad_accum", grad_accum)
-    validate.nonnegative_float("grad_clip", grad_clip)  # a negative norm would flip the gradients
-    total = 0.0
-    for micro in range(grad_accum):
-        batch = next_batch()
-        sync = micro == grad_accum - 1 or not hasattr(model, "no_sync")
-        with (contextlib.nullcontext() if sync else model.no_sync()), (autocast or contextlib.nullcontext()):
-            loss = loss_of(model, batch) / grad_accum
-        (scaler.scale(loss) if scaler else loss).backward()
-        total += loss.item()
-    if scaler:
-        scaler.unscale_(optimizer)
-    if grad_clip:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    if scaler:
-        scaler.step(optimizer)
-        scaler.update()
-    else:
-        optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
-    return total
 
 
 @torch.no_grad()
@@ -118,113 +63,85 @@ def evaluate(model, x, y, batch_size, autocast=None, info: DistInfo = DistInfo()
     return mean_across(total / max(count, 1), info)
 
 
-class _Run:
-    """The state of one training run, so the loop below reads as the algorithm."""
+class LanguageModeling(Objective):
+    """Next-token prediction on random contiguous blocks of OUT's token stream."""
+    name, unit = "gpt-train", "tokens"
 
-    def __init__(self, s: TrainSettings):
-        self.s = s
-        device = pick_device(s.device)
-        self.info = setup_distributed(device)
-        self.device = rank_device(device, self.info)
-        self.dtype = autocast_dtype(s.precision, self.device)
-        torch.manual_seed(s.seed)  # the same initial weights on every rank
-        self.model = GPT(s.model).to(self.device)
-        self.optimizer = make_adamw(self.model, s.lr, s.weight_decay)
-        self.scheduler = make_scheduler(self.optimizer, s.schedule, s.warmup, s.schedule_steps or s.max_steps,
-                                        s.min_lr_ratio)
-        self.stream = TokenStream(os.path.join(s.data, "train.bin"), s.block_size, s.seed, self.info.rank,
-                                  self.info.world_size)
+    def __init__(self, s: GPTSettings, tokenizer=None):
+        self.s, self.tokenizer = s, tokenizer
+
+    def config(self):
+        return self.s.model
+
+    def setup(self, run):
+        s, self.run = self.s, run
+        self.stream = TokenStream(os.path.join(s.data, "train.bin"), s.block_size, s.seed, run.info.rank,
+                                  run.info.world_size)
         self.val = eval_blocks(os.path.join(s.data, "val.bin"), s.block_size, s.eval_tokens)
-        self.log = MetricsLog(os.path.join(s.out, "metrics.jsonl"), self.info.is_main)
-        self.ckpt = os.path.join(s.out, "checkpoint.pt")
-        self.step, self.last_eval_step = 0, -1
-        torch.manual_seed(s.seed + 1 + self.info.rank)  # dropout differs per rank
-        if s.resume and os.path.exists(self.ckpt):
-            self._restore()
-        else:
-            self.log.truncate_after(-1)  # a fresh run in a used folder starts a fresh log
-        self.net = self.model
-        if self.info.enabled:
-            from torch.nn.parallel import DistributedDataParallel
-            self.net = DistributedDataParallel(self.model, device_ids=[self.device] if self.device.type == "cuda" else None)
-        self.scaler = torch.amp.GradScaler() if self.dtype is torch.float16 else None
+        return GPT(s.model).to(run.device)
 
-    def _restore(self):
-        state = restore_run(self.ckpt, self.s.model, model=self.model, optimizer=self.optimizer,
-                            scheduler=self.scheduler, restore_rng=False)
-        ranks = state["data"]
-        if len(ranks) != self.info.world_size:
-            raise ValueError(f"{self.ckpt}: saved by {len(ranks)} processes, resumed with {self.info.world_size}")
-        self.stream.load_state_dict(ranks[self.info.rank]["stream"])
-        set_rng_states(ranks[self.info.rank]["rng"])
-        self.step = state["step"]
-        self.log.truncate_after(self.step)
-
-    def save(self):
-        ranks = gather_objects({"stream": self.stream.state_dict(), "rng": rng_states()}, self.info)
-        if self.info.is_main:
-            save_checkpoint(self.ckpt, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
-                            step=self.step, data_state=ranks,
-                            extra={"model": self.s.model.to_dict(hf=False), "settings": _settings_dict(self.s)})
-        barrier(self.info)
+    def scheduler(self, optimizer, s, total_steps):
+        return make_scheduler(optimizer, s.schedule, s.warmup, s.schedule_steps or total_steps, s.min_lr_ratio)
 
     def next_batch(self):
         x, y = self.stream.batch(self.s.batch_size)
-        return x.to(self.device), y.to(self.device)
+        return x.to(self.run.device), y.to(self.run.device)
 
-    def evaluate(self) -> float:
-        loss = evaluate(self.model, *self.val, self.s.batch_size, autocast_context(self.device, self.dtype), self.info)
-        self.log.write(self.step, "eval", loss=loss, perplexity=math.exp(loss))
-        self.last_eval, self.last_eval_step = loss, self.step
-        return loss
+    def loss(self, model, batch):
+        return model(*batch)[1]
+
+    def step_stats(self):
+        return {}, self.s.batch_size * self.s.block_size * self.s.grad_accum
+
+    def evaluate(self, model):
+        loss = evaluate(model, *self.val, self.s.batch_size, None, self.run.info)
+        return {"loss": loss, "perplexity": math.exp(loss)}
+
+    def describe(self, metrics):
+        return f"held-out loss {metrics['loss']:.4f}"
+
+    def state_dict(self):
+        return {"stream": self.stream.state_dict()}
+
+    def load_state_dict(self, state):
+        self.stream.load_state_dict(state["stream"])
+
+    def summary(self, summary):
+        tokens_per_step = self.s.batch_size * self.s.block_size * self.s.grad_accum * summary["world_size"]
+        val = summary["held_out"]["loss"]
+        return {**summary, "tokens_per_step": tokens_per_step, "train_tokens_seen": summary["steps"] * tokens_per_step,
+                "last_train_loss": summary["last_train"].get("loss"), "val_loss": val, "val_perplexity": math.exp(val)}
+
+    def export(self, run, model, summary):
+        """OUT/model in HF GPT-2 format with the tokenizer, and OUT/samples.txt (in the summary too)."""
+        if self.tokenizer is not None:
+            from ..interop.hf_gpt2 import save_pretrained
+            save_pretrained(model, os.path.join(self.s.out, "model"), self.tokenizer)
+            summary["samples"] = write_samples(model, self.tokenizer, os.path.join(self.s.out, "samples.txt"))
+
+    def curves(self, records, out, title):
+        super().curves(records, out, f"GPT {self.s.model.n_layer}L/{self.s.model.n_embd}")
 
 
-def _settings_dict(s: TrainSettings) -> dict:
-    d = asdict(s)
-    d["model"] = s.model.to_dict(hf=False)
-    return d
+def write_samples(model, tokenizer, path, prompts=("The ", "This program ", "You can ")) -> str:
+    """A few sampled continuations (seeded, so a run's samples can be compared with another's), written to path."""
+    from ..inference.generate import SamplingOptions, generate
+    from ..io import atomic_write_text
+    # the prompts that leave room for new tokens in the model's positions (a tiny block may not)
+    prompts = [p for p in prompts if len(tokenizer.encode(p)) < model.config.n_positions]
+    encoded = [tokenizer.encode(p) for p in prompts]
+    room = model.config.n_positions - max((len(e) for e in encoded), default=0)
+    options = SamplingOptions(max_new_tokens=min(80, room), do_sample=True, temperature=0.8, top_k=50)
+    was_training = model.training
+    outs = generate(model.eval(), encoded, options, generator=torch.Generator().manual_seed(0)) if prompts else []
+    model.train(was_training)
+    samples = "".join(f"--- prompt {p!r}\n{p}{tokenizer.decode(o)}\n" for p, o in zip(prompts, outs))
+    atomic_write_text(path, samples)
+    return samples
 
 
-def train_gpt(s: TrainSettings) -> dict:
-    """Train (or resume) to max_steps or max_minutes; returns a summary (also out/summary.json)."""
-    run = _Run(s)
-    info, start, first_step = run.info, time.time(), run.step
-    tokens_per_step = s.batch_size * s.block_size * s.grad_accum * info.world_size
-    bar = progress.progress_bar(total=s.max_steps, initial=run.step, unit="step", desc="gpt-train",
-                                enabled=info.is_main and s.progress)
-    autocast, loss, stopped_early = autocast_context(run.device, run.dtype), float("nan"), False
-    run.net.train()
-    while run.step < s.max_steps:
-        lr = run.optimizer.param_groups[0]["lr"]
-        loss = mean_across(train_step(run.net, run.optimizer, run.scheduler, run.next_batch, s.grad_accum,
-                                      s.grad_clip, autocast, run.scaler), info)
-        run.step += 1
-        elapsed = time.time() - start
-        speed = (run.step - first_step) * tokens_per_step / elapsed
-        run.log.write(run.step, "train", loss=loss, lr=lr, tokens_per_s=speed)
-        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}", refresh=False)
-        bar.update(1)
-        if run.step % s.eval_interval == 0:
-            held_out = run.evaluate()
-            if info.is_main:
-                progress.write(f"step {run.step}: held-out loss {held_out:.4f}")
-        if run.step % s.save_interval == 0:
-            run.save()
-        if s.max_minutes is not None and all_agree(elapsed > s.max_minutes * 60, info):
-            stopped_early = run.step < s.max_steps
-            break
-    bar.close()
-    run.save()
-    val_loss = run.last_eval if run.last_eval_step == run.step else run.evaluate()
-    summary = {"steps": run.step, "stopped_by_time": stopped_early, "seconds": round(time.time() - start, 1),
-               "tokens_per_step": tokens_per_step, "train_tokens_seen": run.step * tokens_per_step,
-               "tokens_per_s": round((run.step - first_step) * tokens_per_step / max(time.time() - start, 1e-9), 1),
-               "last_train_loss": None if math.isnan(loss) else loss, "val_loss": val_loss, "val_perplexity": math.exp(val_loss),
-               "parameters": run.model.num_parameters(), "world_size": info.world_size}
-    if info.is_main:
-        from ..io import atomic_write_text
-        atomic_write_text(os.path.join(s.out, "summary.json"), json.dumps(summary, indent=2) + "\n")
-        plot_curves(run.log.read(), os.path.join(s.out, "curves.png"), title=f"GPT {s.model.n_layer}L/{s.model.n_embd}")
-    model = run.model
-    cleanup(info)
-    return {**summary, "model": model}
+def train_gpt(s: GPTSettings, tokenizer=None) -> dict:
+    """Train (or resume) to max_steps or max_minutes; returns a summary (also out/summary.json)
+    with the model under "model". With the tokenizer, OUT/model is written (HF GPT-2 format) and
+    OUT/samples.txt holds a few samples."""
+    return fit(LanguageModeling(s, tokenizer), s)

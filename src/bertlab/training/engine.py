@@ -1,0 +1,306 @@
+"""fit(objective, settings): the one training loop every model family uses.
+
+The loop owns what all of them share: device and precision, seeding, torchrun data parallelism
+(DDP, or FSDP for models too big for one device), gradient accumulation and clipping, autocast and
+the fp16 GradScaler, the learning-rate schedule, the evaluation and checkpoint cadence, the step and
+time budget, atomic checkpoints that resume exactly (model, optimizer, scheduler, every random
+generator, the data position), the JSONL metrics log, the PNG curves, the progress bar and
+summary.json. An Objective supplies the rest: its model, batches, loss, evaluation and model folder.
+"""
+import contextlib
+import json
+import math
+import os
+import time
+
+import torch
+
+from .. import progress
+from ..device import autocast_dtype, pick_device
+from .checkpoint import read_checkpoint, rng_states, set_rng_states, write_checkpoint
+from .distributed import all_agree, barrier, cleanup, gather_objects, rank_device, setup_distributed, sum_across
+from .metrics import MetricsLog, plot_curves
+from .parallel import full_state, load_full_state, wrap_model
+from .settings import RunSettings
+
+
+class Objective:
+    """What one kind of training supplies to fit(). Override `setup`, `next_batch` and `loss`;
+    the rest has defaults that suit a plain language-model-like objective."""
+    name = "train"                 # the progress bar's label
+    unit = "tokens"                # what step_stats' count counts: speeds are `unit`/s
+    keep_checkpoint = True         # False: a completed run removes checkpoint.pt (fine-tuning)
+    find_unused_parameters = False  # DDP: parameters some steps leave without a gradient
+
+    def setup(self, run: "Run") -> torch.nn.Module:
+        """Open the data (this rank's share: run.info) and return the model on run.device.
+        Called after torch is seeded with settings.seed, so every rank builds the same weights."""
+        raise NotImplementedError
+
+    def config(self):
+        """The model's config (a JsonConfig): a checkpoint of another model is refused on resume."""
+        return None
+
+    def optimizer(self, model, s: RunSettings):
+        from .optim import make_adamw
+        return make_adamw(model, s.lr, s.weight_decay)
+
+    def scheduler(self, optimizer, s: RunSettings, total_steps: int):
+        from .schedules import make_scheduler
+        return make_scheduler(optimizer, "linear", s.warmup, total_steps, min_ratio=0.0)
+
+    def plan(self, s: RunSettings) -> tuple[int, int]:
+        """(total optimizer steps, steps between evaluations)."""
+        return s.max_steps, s.eval_every or s.max_steps
+
+    def micro_batches(self, k: int):
+        """The k micro-batches of one optimizer step (a generator, so each is made when needed)."""
+        return (self.next_batch() for _ in range(k))
+
+    def next_batch(self):
+        raise NotImplementedError
+
+    def loss(self, model, batch) -> torch.Tensor:
+        """The micro-batch's mean loss (fit divides it by grad_accum)."""
+        raise NotImplementedError
+
+    def step_stats(self) -> tuple[dict, float]:
+        """({name: value} to log for the last step, averaged over processes; units it processed
+        on this process, summed). Called once after every step."""
+        return {}, 0.0
+
+    def log_fields(self) -> dict:
+        """Position fields logged with each training step (epoch, phase)."""
+        return {}
+
+    def evaluate(self, model) -> dict | None:
+        """Held-out metrics (every rank calls it), or None where there is nothing to evaluate."""
+        return None
+
+    def describe(self, metrics: dict) -> str:
+        return ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
+
+    def stop_reason(self) -> str | None:
+        """After an evaluation: why to stop now (patience run out), or None to go on."""
+        return None
+
+    def state_dict(self) -> dict:
+        """This process's data position (and anything else the objective counts), as plain data."""
+        return {}
+
+    def load_state_dict(self, state: dict):
+        pass
+
+    def identity(self) -> dict:
+        """What a resumed run must share with the one it continues, besides the model (plain data)."""
+        return {}
+
+    def final_model(self, model):
+        """The model the run delivers (translation averages its last checkpoints here)."""
+        return model
+
+    def export(self, run: "Run", model, summary: dict):
+        """Write OUT/model (main process only)."""
+
+    def summary(self, summary: dict) -> dict:
+        """The summary with the objective's own fields added."""
+        return summary
+
+    def curves(self, records: list[dict], out: str, title: str):
+        plot_curves(records, os.path.join(out, "curves.png"), title=title)
+
+
+class Run:
+    """Device, processes, model, optimizer and counters of one fit() call: what the objective may read."""
+
+    def __init__(self, objective: Objective, s: RunSettings):
+        self.objective, self.s = objective, s
+        device = pick_device(s.device)
+        self.dtype = autocast_dtype(s.precision, device)  # fp16 on a CPU is refused here, before any work
+        self.info = setup_distributed(device)
+        self.device = rank_device(device, self.info)
+        torch.manual_seed(s.seed)  # the same initial weights on every rank
+        self.model = objective.setup(self)
+        self.net = wrap_model(self.model, self.info, self.device, s.sharding, objective.find_unused_parameters)
+        self.total_steps, self.eval_every = objective.plan(s)
+        self.save_every = s.save_every or self.eval_every
+        self.optimizer = objective.optimizer(self.model, s)
+        self.scheduler = objective.scheduler(self.optimizer, s, self.total_steps)
+        self.scaler = torch.amp.GradScaler() if self.dtype is torch.float16 else None
+        self.autocast = autocast_context(self.device, self.dtype)
+        self.log = MetricsLog(os.path.join(s.out, "metrics.jsonl"), self.info.is_main)
+        self.ckpt = os.path.join(s.out, "checkpoint.pt")
+        self.step, self.units, self.train_seconds, self.last_eval = 0, 0.0, 0.0, None
+        torch.manual_seed(s.seed + 1 + self.info.rank)  # dropout differs per rank
+        if s.resume:
+            self.restore()
+        else:
+            self.log.truncate_after(-1)  # a fresh run in a used folder starts a fresh log
+
+    @property
+    def is_main(self) -> bool:
+        return self.info.is_main
+
+    def _extra(self) -> dict:
+        config = self.objective.config()
+        return {"model": config.to_dict(hf=False) if config is not None else None,
+                "objective": self.objective.identity(), "settings": self.s.to_dict()}
+
+    def save(self):
+        ranks = gather_objects({"objective": self.objective.state_dict(), "rng": rng_states()}, self.info)
+        model_state, optimizer_state = full_state(self.net, self.optimizer, self.info)
+        if self.is_main:
+            extra = {**self._extra(), "units": self.units, "train_seconds": self.train_seconds,
+                     "last_eval": self.last_eval, "scaler": self.scaler.state_dict() if self.scaler else None}
+            write_checkpoint(self.ckpt, {"model": model_state, "optimizer": optimizer_state,
+                                         "scheduler": self.scheduler.state_dict(), "step": self.step,
+                                         "rng": ranks[0]["rng"], "data": ranks, "extra": extra})
+        barrier(self.info)
+
+    def restore(self):
+        state = read_checkpoint(self.ckpt)
+        saved, now = state["extra"], self._extra()
+        if saved.get("model") != now["model"]:
+            config = self.objective.config()
+            raise ValueError(f"{self.ckpt}: was trained with {type(config).from_dict(saved['model'])}, "
+                             f"not {config}; use another --out")
+        if saved.get("objective") != now["objective"]:
+            raise ValueError(f"{self.ckpt}: the run was started with other "
+                             f"{differences(saved.get('objective'), now['objective'])}; --resume needs the same "
+                             "data and settings (or start again with --overwrite)")
+        ranks = state["data"]
+        if len(ranks) != self.info.world_size:
+            raise ValueError(f"{self.ckpt}: saved by {len(ranks)} processes, resumed with {self.info.world_size}")
+        load_full_state(self.net, self.optimizer, state["model"], state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler and saved.get("scaler"):
+            self.scaler.load_state_dict(saved["scaler"])
+        self.objective.load_state_dict(ranks[self.info.rank]["objective"])
+        set_rng_states(ranks[self.info.rank]["rng"])
+        self.step, self.units, self.train_seconds = state["step"], saved["units"], saved["train_seconds"]
+        self.last_eval = saved.get("last_eval")
+        self.log.truncate_after(self.step)
+        if self.is_main and self.s.progress:
+            progress.write(f"resuming {self.ckpt} at step {self.step} of {self.total_steps}")
+
+    def evaluate(self, model) -> dict | None:
+        with self.autocast:
+            metrics = self.objective.evaluate(model)
+        if metrics is not None:
+            self.log.write(self.step, "eval", **metrics)
+            self.last_eval = [self.step, metrics]
+            if self.is_main and self.s.progress:
+                progress.write(f"step {self.step}: {self.objective.describe(metrics)}")
+        return metrics
+
+
+def differences(saved, now) -> str:
+    if not (isinstance(saved, dict) and isinstance(now, dict)):
+        return "training data"
+    changed = [f"{k} ({saved.get(k)!r}, now {now.get(k)!r})" for k in sorted(set(saved) | set(now))
+               if saved.get(k) != now.get(k)]
+    return "settings: " + ", ".join(changed)
+
+
+def autocast_context(device, dtype):
+    return torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
+
+
+def train_step(model, optimizer, scheduler, next_batch, grad_accum=1, grad_clip=1.0, autocast=None,
+               scaler=None, loss_of=lambda model, batch: model(*batch)[1]) -> float:
+    """One optimizer step over `grad_accum` micro-batches; returns their mean loss. `next_batch` is
+    a function returning the next micro-batch or an iterable of them; `loss_of(model, batch)` is the
+    batch's mean loss (default: a GPT called as model(x, y)).
+
+    Each micro-batch's loss is divided by grad_accum, so the summed gradients equal those of one
+    batch grad_accum times as large. Under DDP, gradients are all-reduced only on the last
+    micro-batch (no_sync before it): one communication per step instead of one per micro-batch.
+    """
+    batches = iter(next_batch) if not callable(next_batch) else (next_batch() for _ in range(grad_accum))
+    total = 0.0
+    for micro, batch in enumerate(batches):
+        sync = micro == grad_accum - 1 or not hasattr(model, "no_sync")
+        with (contextlib.nullcontext() if sync else model.no_sync()), (autocast or contextlib.nullcontext()):
+            loss = loss_of(model, batch) / grad_accum
+        (scaler.scale(loss) if scaler else loss).backward()
+        total += loss.item()
+    if scaler:
+        scaler.unscale_(optimizer)
+    if grad_clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    if scaler:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return total
+
+
+def fit(objective: Objective, s: RunSettings) -> dict:
+    """Train (or resume) to the objective's step count, max_minutes or an early stop; write the
+    checkpoint, OUT/model (objective.export), summary.json and curves.png; return the summary with
+    the trained model under "model"."""
+    run = Run(objective, s)
+    info, start, first_step = run.info, time.perf_counter(), run.step
+    bar = progress.progress_bar(total=run.total_steps, initial=run.step, unit="step", desc=objective.name,
+                                enabled=run.is_main and s.progress)
+    stopped_by_time, stop, last = False, None, {}
+    run.net.train()
+    while run.step < run.total_steps:
+        lr = run.optimizer.param_groups[0]["lr"]
+        tick = time.perf_counter()
+        loss = train_step(run.net, run.optimizer, run.scheduler, objective.micro_batches(s.grad_accum), s.grad_accum,
+                          s.grad_clip, run.autocast, run.scaler, loss_of=objective.loss)
+        run.train_seconds += time.perf_counter() - tick
+        run.step += 1
+        values, count = objective.step_stats()
+        # one all-reduce for everything logged: [loss, the objective's values] averaged, count summed
+        summed = sum_across(torch.tensor([loss, *values.values(), count], dtype=torch.float64), info)
+        last = {"loss": summed[0].item() / info.world_size,
+                **{k: summed[i + 1].item() / info.world_size for i, k in enumerate(values)}}
+        if not math.isfinite(last["loss"]):
+            raise ValueError(f"step {run.step}: the training loss is {last['loss']}; the run diverged "
+                             "(try a smaller --lr)")
+        run.units += summed[-1].item()
+        speed = run.units / max(run.train_seconds, 1e-9)
+        run.log.write(run.step, "train", **last, lr=lr, **{f"{objective.unit}_per_s": speed}, **objective.log_fields())
+        bar.update(1)
+        bar.set_postfix(loss=f"{last['loss']:.3f}", lr=f"{lr:.2e}", **{f"{objective.unit[:3]}_s": f"{speed:,.1f}"},
+                        refresh=False)
+        out_of_time = s.max_minutes is not None and all_agree(time.perf_counter() - start > s.max_minutes * 60, info)
+        if run.step % run.eval_every == 0 or out_of_time:
+            run.evaluate(run.model)
+            stop = objective.stop_reason()
+            if stop:
+                break
+        if out_of_time:
+            stopped_by_time = run.step < run.total_steps
+            break
+        if run.step % run.save_every == 0 and run.step < run.total_steps:
+            run.save()
+    bar.close()
+    if stopped_by_time or objective.keep_checkpoint:
+        run.save()
+    elif run.is_main and os.path.exists(run.ckpt):
+        os.remove(run.ckpt)  # the run is complete: nothing to resume, and it is three times the model's size
+    model = objective.final_model(run.model)
+    if run.last_eval is None or run.last_eval[0] != run.step or model is not run.model:
+        run.evaluate(model)
+    seconds = time.perf_counter() - start
+    summary = {"steps": run.step, "total_steps": run.total_steps, "stopped_by_time": stopped_by_time,
+               "stopped_early": stop, "seconds": round(seconds, 1), "train_seconds": round(run.train_seconds, 1),
+               objective.unit: run.units, f"{objective.unit}_per_s": round(run.units / max(run.train_seconds, 1e-9), 1),
+               "resumed_from_step": first_step if s.resume else None, "last_train": last,
+               "held_out": run.last_eval[1] if run.last_eval else None,
+               "parameters": sum(p.numel() for p in run.model.parameters()), "world_size": info.world_size}
+    summary = objective.summary(summary)
+    if run.is_main:
+        objective.export(run, model, summary)
+        from ..io import atomic_write_text
+        atomic_write_text(os.path.join(s.out, "summary.json"), json.dumps(summary, indent=2, default=str) + "\n")
+        objective.curves(run.log.read(), s.out, objective.name)
+    barrier(info)
+    cleanup(info)
+    return {**summary, "model": model}

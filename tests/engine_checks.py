@@ -1,0 +1,68 @@
+"""Checks every objective on the one engine must pass, shared by the objectives' tests: kill -9
+mid-run then --resume equals the uninterrupted run, and the per-step losses of a run folder."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import torch
+import torch.multiprocessing as mp
+
+
+def train_records(out) -> list[dict]:
+    with open(os.path.join(out, "metrics.jsonl"), encoding="utf-8") as f:
+        return [r for r in map(json.loads, f) if r["kind"] == "train"]
+
+
+def kill_9_then_resume(cli_args, whole, killed, steps: int, timeout: float = 180):
+    """Run `bertlab *cli_args(whole)` to the end; start `cli_args(killed)` (saving often) in a
+    subprocess, SIGKILL it once its first checkpoint is written, resume it with --resume; assert
+    the same per-step losses and learning rates and bitwise-equal final checkpoints."""
+    from bertlab.cli import main
+    assert main(cli_args(whole)) == 0
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "bertlab", *cli_args(killed)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + timeout
+        while not os.path.exists(os.path.join(killed, "checkpoint.pt")) and proc.poll() is None \
+                and time.time() < deadline:
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
+    assert not os.path.exists(os.path.join(killed, "summary.json")), "the run finished before it was killed"
+    stopped_at = len(train_records(killed))
+    assert main(cli_args(killed) + ["--resume"]) == 0
+    first, resumed = train_records(whole), train_records(killed)
+    assert [r["step"] for r in resumed] == list(range(1, steps + 1)) and stopped_at < steps
+    assert [(r["step"], r["loss"], r["lr"]) for r in resumed] == [(r["step"], r["loss"], r["lr"]) for r in first]
+    return stopped_at
+
+
+def same_weights(a: dict, b: dict):
+    assert a.keys() == b.keys()
+    for name, p in a.items():
+        assert torch.equal(p, b[name]), name
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank, world, port, fn, args):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    fn(*args)
+
+
+def spawn(fn, *args, world: int = 2):
+    """fn(*args) in `world` processes joined as torchrun would (gloo on the CPU)."""
+    mp.spawn(_worker, args=(world, free_port(), fn, args), nprocs=world, join=True)
