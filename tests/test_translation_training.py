@@ -10,7 +10,7 @@ from bertlab.cli import main
 from bertlab.data.parallel import ParallelData, collate, read_parallel
 from bertlab.models.transformer import Seq2SeqTransformer, TransformerConfig
 from bertlab.tokenization.subword import SubwordTokenizer
-from bertlab.training.lm_trainer import train_step
+from bertlab.training.engine import train_step
 from bertlab.training.translation_trainer import (TranslationSettings, average_state_dicts, label_smoothed_loss,
                                                   step_loss_of, train_translation)
 

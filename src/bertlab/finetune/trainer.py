@@ -17,7 +17,7 @@ from ..device import autocast_dtype, pick_device
 from ..inference.embed import length_sorted_batches
 from ..progress import progress_bar, write
 from ..training.checkpoint import restore_run, save_checkpoint
-from ..training.lm_trainer import autocast_context, train_step
+from ..training.engine import autocast_context, train_step
 from ..training.metrics import MetricsLog
 from ..training.optim import make_adamw
 from ..training.schedules import make_scheduler

@@ -21,7 +21,7 @@ from ..models import BertConfig, BertForPreTraining
 from ..training.checkpoint import restore_run, rng_states, save_checkpoint, set_rng_states
 from ..training.distributed import (DistInfo, all_agree, barrier, cleanup, gather_objects, rank_device,
                                     setup_distributed, sum_across)
-from ..training.lm_trainer import autocast_context, train_step
+from ..training.engine import autocast_context, train_step
 from ..training.metrics import MetricsLog
 from ..training.optim import make_adamw, param_groups
 from ..training.schedules import make_scheduler

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from .. import progress
+from .. import progress, validate
 from ..device import autocast_dtype, pick_device
 from .checkpoint import read_checkpoint, rng_states, set_rng_states, write_checkpoint
 from .distributed import all_agree, barrier, cleanup, gather_objects, rank_device, setup_distributed, sum_across
@@ -216,6 +216,8 @@ def train_step(model, optimizer, scheduler, next_batch, grad_accum=1, grad_clip=
     batch grad_accum times as large. Under DDP, gradients are all-reduced only on the last
     micro-batch (no_sync before it): one communication per step instead of one per micro-batch.
     """
+    validate.positive_int("grad_accum", grad_accum)
+    validate.nonnegative_float("grad_clip", grad_clip)  # a negative norm would flip the gradients
     batches = iter(next_batch) if not callable(next_batch) else (next_batch() for _ in range(grad_accum))
     total = 0.0
     for micro, batch in enumerate(batches):

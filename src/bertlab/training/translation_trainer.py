@@ -22,7 +22,7 @@ from ..io import atomic_write_text, read_lines
 from ..models.transformer import Seq2SeqTransformer, TransformerConfig
 from ..tokenization.subword import SubwordTokenizer
 from .checkpoint import restore_run, save_checkpoint
-from .lm_trainer import autocast_context, train_step
+from .engine import autocast_context, train_step
 from .metrics import MetricsLog, plot_curves, plot_learning_curve
 from .optim import make_adamw
 from .schedules import make_scheduler
