@@ -20,7 +20,17 @@ def train_records(out) -> list[dict]:
 def kill_9_then_resume(cli_args, whole, killed, steps: int, timeout: float = 180):
     """Run `bertlab *cli_args(whole)` to the end; start `cli_args(killed)` (saving often) in a
     subprocess, SIGKILL it once its first checkpoint is written, resume it with --resume; assert
-    the same per-step losses and learning rates and bitwise-equal final checkpoints."""
+    the same per-step losses and learning rates. Every run uses one thread, as bitwise equality
+    needs the same order of floating-point sums."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _kill_9_then_resume(cli_args, whole, killed, steps, timeout)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _kill_9_then_resume(cli_args, whole, killed, steps, timeout):
     from bertlab.cli import main
     assert main(cli_args(whole)) == 0
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
