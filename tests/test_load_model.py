@@ -53,6 +53,21 @@ def test_bert_loads_with_the_class_its_config_names(folders, bare_bert, model_cl
         assert torch.equal(encoder(loaded.model)(IDS).sequence_output, encoder(model)(IDS).sequence_output)
 
 
+def test_hf_masked_lm_folder_loads_with_its_head(tmp_path):
+    """HF's BertForMaskedLM (no NSP head) loads as BertForPreTraining whose masked-LM logits are HF's."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=64)
+    hf = transformers.BertForMaskedLM(config).eval()
+    hf.save_pretrained(tmp_path)
+    (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    loaded = load_model(str(tmp_path))
+    assert loaded.kind == "bert" and isinstance(loaded.model, BertForPreTraining)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.model(IDS)[0], hf(IDS).logits, atol=1e-5, rtol=1e-5)
+
+
 def test_finetuned_folder_loads_with_its_task(folders):
     loaded = load_model(folders["classifier"])
     task, model, tokenizer = load_finetuned(folders["classifier"])

@@ -24,7 +24,8 @@ class Prediction:
 
 def load_masked_lm(folder):
     """(BertForPreTraining, tokenizer) whose encoder and masked-LM head both come from the checkpoint;
-    a checkpoint without the head is an error. The NSP head may be missing: fill-mask never uses it.
+    a checkpoint without the head is an error. The NSP head and the pooler may be missing (HF's
+    BertForMaskedLM saves neither): fill-mask never uses them.
 
     Not load_pretrained(strict=False): that randomly initialises the whole model first, which costs
     seconds for the vocabulary-size tables, all overwritten here but the NSP head."""
@@ -33,8 +34,9 @@ def load_masked_lm(folder):
     tokenizer = load_tokenizer(folder, config=config)
     model = BertForPreTraining(config, init_weights=False)
     model.nsp.apply(model.bert._init_weights)
+    model.bert.pooler.apply(model.bert._init_weights)
     report = init_from_state_dict(model, read_state_dict(folder))
-    encoder = problems(report, "bert.")
+    encoder = [p for p in problems(report, "bert.") if not p.startswith("missing bert.pooler.")]
     if encoder:
         raise ValueError(f"{folder}: the checkpoint does not fit its own config: {', '.join(encoder)}")
     check_layers_used(report, folder, config)

@@ -14,15 +14,16 @@ from dataclasses import dataclass, field
 from ..io import read_json
 from .pretrained import load_pretrained, resolve
 
-# The BERT classes a config's `architectures` can name; any other (HF's BertForMaskedLM, say)
-# loads as the bare encoder, its heads listed as unused in the report.
+# The BERT classes a config's `architectures` can name; HF's BertForMaskedLM loads as
+# BertForPreTraining (its masked-LM head is ours; the NSP head it lacks is left freshly initialised),
+# any other as the bare encoder, its heads listed as unused in the report.
 BERT_ARCHITECTURES = ("BertModel", "BertForPreTraining", "BertForSequenceClassification")
 
 
 @dataclass(frozen=True)
 class LoadedModel:
     """A model in eval mode on its device and the tokenizer that encodes its input. `extra` holds
-    what a kind adds: "report" (the LoadReport, for bert and gpt), "task" (finetuned),
+    what a kind adds: "report" (the LoadReport, for gpt and bert but a masked-LM folder), "task" (finetuned),
     "target_tokenizer" and "settings" (translation, whose `tokenizer` is the source side)."""
     kind: str
     model: object
@@ -50,6 +51,10 @@ def load_model(folder, device="cpu") -> LoadedModel:
         raise ValueError(f"{path}: config model_type {kind!r} is not a model bertlab reads "
                          "(bert, gpt2, or a translation or fine-tuned folder bertlab wrote)")
     architecture = (config.get("architectures") or ["BertModel"])[0]
+    if architecture == "BertForMaskedLM":
+        from ..inference.fill_mask import load_masked_lm  # inference sits above interop: imported when needed
+        model, tokenizer = load_masked_lm(path)
+        return LoadedModel("bert", model.to(device), tokenizer)
     model_class = architecture if architecture in BERT_ARCHITECTURES else "BertModel"
     from .. import models
     model, tokenizer, report = load_pretrained(path, getattr(models, model_class))
