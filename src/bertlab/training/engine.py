@@ -91,6 +91,15 @@ class Objective:
     def load_state_dict(self, state: dict):
         pass
 
+    def shared_state(self) -> dict:
+        """What the objective keeps that is the same in every process and may be large (translation's
+        weight snapshots): saved once, by the main process, among the checkpoint's "extra" keys, where
+        state_dict() is gathered from every process. Its keys must not be the engine's own."""
+        return {}
+
+    def load_shared_state(self, extra: dict):
+        """Restore what shared_state() saved, from the checkpoint's "extra" (in every process)."""
+
     def identity(self) -> dict:
         """What a resumed run must share with the one it continues, besides the model (plain data)."""
         return {}
@@ -150,8 +159,9 @@ class Run:
         ranks = gather_objects({"objective": self.objective.state_dict(), "rng": rng_states()}, self.info)
         model_state, optimizer_state = full_state(self.net, self.optimizer, self.info)
         if self.is_main:
-            extra = {**self._extra(), "units": self.units, "train_seconds": self.train_seconds,
-                     "last_eval": self.last_eval, "scaler": self.scaler.state_dict() if self.scaler else None}
+            extra = {**self.objective.shared_state(), **self._extra(), "units": self.units,
+                     "train_seconds": self.train_seconds, "last_eval": self.last_eval,
+                     "scaler": self.scaler.state_dict() if self.scaler else None}
             write_checkpoint(self.ckpt, {"model": model_state, "optimizer": optimizer_state,
                                          "scheduler": self.scheduler.state_dict(), "step": self.step,
                                          "rng": ranks[0]["rng"], "data": ranks, "extra": extra})
@@ -176,6 +186,7 @@ class Run:
         if self.scaler and saved.get("scaler"):
             self.scaler.load_state_dict(saved["scaler"])
         self.objective.load_state_dict(ranks[self.info.rank]["objective"])
+        self.objective.load_shared_state(saved)
         set_rng_states(ranks[self.info.rank]["rng"])
         self.step, self.units, self.train_seconds = state["step"], saved["units"], saved["train_seconds"]
         self.last_eval = saved.get("last_eval")
