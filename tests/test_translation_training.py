@@ -1,6 +1,7 @@
 """Training the Transformer for translation: the loss is the paper's, accumulation and resume are
 exact, averaging averages, and `bertlab translate-train` / `bertlab translate` work end to end."""
 import json
+import os
 import random
 
 import pytest
@@ -10,9 +11,9 @@ from bertlab.cli import main
 from bertlab.data.parallel import ParallelData, collate, read_parallel
 from bertlab.models.transformer import Seq2SeqTransformer, TransformerConfig
 from bertlab.tokenization.subword import SubwordTokenizer
-from bertlab.training.engine import train_step
-from bertlab.training.translation_trainer import (TranslationSettings, average_state_dicts, label_smoothed_loss,
-                                                  step_loss_of, train_translation)
+from bertlab.training.engine import fit, train_step
+from bertlab.training.translation_trainer import (Translation, TranslationSettings, average_state_dicts,
+                                                  label_smoothed_loss, step_loss_of, train_translation)
 
 LEXICON = {"open": "öffne", "the": "die", "file": "datei", "save": "speichere", "a": "eine", "new": "neue",
            "window": "fenster", "close": "schließe", "this": "diese", "page": "seite"}
@@ -98,7 +99,7 @@ def test_gradient_accumulation_equals_one_big_batch():
 
 def settings(out, config, **overrides):
     return TranslationSettings(**{"out": str(out), "model": config, "max_tokens": 64, "lr": 3e-3, "warmup": 2,
-                                  "max_steps": 6, "eval_interval": 3, "save_interval": 3, "bleu_sentences": 4,
+                                  "max_steps": 6, "eval_every": 3, "save_every": 3, "bleu_sentences": 4,
                                   "device": "cpu", "progress": False, **overrides})
 
 
@@ -134,7 +135,7 @@ def test_time_budget_stops_with_a_resumable_checkpoint(tmp_path):
 def test_average_last_writes_the_mean_of_the_snapshots(tmp_path):
     train, valid, tokenizer, config = toy_data(tmp_path)
     out = tmp_path / "run"
-    summary = train_translation(settings(out, config, max_steps=6, save_interval=2, average_last=2),
+    summary = train_translation(settings(out, config, max_steps=6, save_every=2, average_last=2),
                                 train, valid, tokenizer, tokenizer)
     assert summary["averaged_steps"] == [4, 6]
     snapshots = torch.load(out / "checkpoint.pt", weights_only=False)["extra"]["snapshots"]
@@ -197,3 +198,58 @@ def test_cli_errors(tmp_path, capsys):
     assert "no checkpoint.pt" in capsys.readouterr().err
     assert main(["translate", "--model", str(tmp_path), "--beam", "2", "--nbest", "3"]) == 2
     assert "--nbest" in capsys.readouterr().err
+
+
+def test_kill_9_then_resume_through_the_engine(tmp_path):
+    """translate-train killed mid-run (SIGKILL) and resumed: the same losses at every step, bitwise
+    the same final weights, and the same averaged model (its snapshots come back with the checkpoint)."""
+    from engine_checks import kill_9_then_resume, same_weights
+    from safetensors.torch import load_file
+    data = write_corpus(tmp_path)
+
+    def cli_args(out):
+        return ["translate-train", "--data", str(data), "--src", "en", "--tgt", "de", "--out", out, "--joint-vocab",
+                "--vocab-size", "80", "--min-frequency", "1", "--preset", "test", "--max-tokens", "64",
+                "--max-steps", "12", "--warmup", "2", "--lr", "3e-3", "--eval-every", "4", "--save-every", "2",
+                "--bleu-sentences", "4", "--average-last", "6", "--device", "cpu", "--quiet"]
+    kill_9_then_resume(cli_args, str(tmp_path / "whole"), str(tmp_path / "killed"), steps=12)
+    runs = [tmp_path / out for out in ("whole", "killed")]
+    same_weights(*(torch.load(run / "checkpoint.pt")["model"] for run in runs))
+    same_weights(*(load_file(run / "model" / "model.safetensors") for run in runs))
+    assert json.loads((runs[1] / "summary.json").read_text())["averaged_steps"] == [2, 4, 6, 8, 10, 12]
+
+
+class PlainSGD(Translation):
+    """SGD, whose update is the gradient itself: Adam would blow the rounding noise of gradients that
+    are zero in exact arithmetic (the attention keys' bias) up to full-size steps."""
+
+    def optimizer(self, model, s):
+        return torch.optim.SGD(model.parameters(), lr=s.lr)
+
+
+def _fit_one_rank(train, valid, tokenizer, config, out):
+    s = settings(out, config, lr=0.1, max_steps=4, eval_every=2, save_every=2, average_last=2)
+    summary = fit(PlainSGD(s, train, valid, tokenizer, tokenizer), s)
+    if int(os.environ["RANK"]) == 0:
+        torch.save({"weights": summary["model"].state_dict(), "held_out": summary["held_out"]},
+                   os.path.join(out, "result.pt"))
+
+
+def test_two_process_fit_equals_one_process_reading_both_shares(tmp_path):
+    """Two processes under torchrun (gloo, DDP), each taking every other batch, equal one process
+    whose steps read both batches (grad_accum 2): the step's loss is divided by the target tokens of
+    both processes, so the gradient is the big batch's."""
+    from engine_checks import spawn
+    train, valid, tokenizer, config = toy_data(tmp_path)
+    config = TransformerConfig.from_dict({**config.to_dict(hf=False), "dropout": 0.0})
+    spawn(_fit_one_rank, train, valid, tokenizer, config, str(tmp_path / "ddp"))
+    s = settings(tmp_path / "one", config, lr=0.1, max_steps=4, eval_every=2, save_every=2, average_last=2,
+                 grad_accum=2)
+    one = fit(PlainSGD(s, train, valid, tokenizer, tokenizer), s)
+    ddp = torch.load(tmp_path / "ddp" / "result.pt")
+    for name, p in one["model"].state_dict().items():
+        torch.testing.assert_close(ddp["weights"][name], p, atol=1e-6, rtol=1e-6, msg=name)
+    for (step, a), (_, b) in zip(*(train_records(tmp_path / out) for out in ("ddp", "one")), strict=True):
+        assert a == pytest.approx(b, rel=1e-6), step
+    assert ddp["held_out"] == pytest.approx(one["held_out"], rel=1e-6)
+    assert one["averaged_steps"] == [2, 4] and one["world_size"] == 1

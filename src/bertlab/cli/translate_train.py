@@ -10,6 +10,7 @@ EXAMPLE = """examples:
   bertlab translate-train --data corpus/en-de --src en --tgt de --out runs/en-de --joint-vocab --max-minutes 30
   bertlab translate-train --train-src a.en --train-tgt a.zh --valid-src v.en --valid-tgt v.zh --out runs/zh
   bertlab translate-train --data corpus/en-de --src en --tgt de --out runs/en-de --resume   # continue exactly
+  torchrun --nproc_per_node 2 -m bertlab translate-train --data corpus/en-de --src en --tgt de --out runs/ddp
   bertlab translate --model runs/en-de/model test.en --ref test.de
 
 OUT gets vocab/ (the learned subword vocabularies), inputs.json (the data files and vocabulary
@@ -17,7 +18,8 @@ settings it was made from), checkpoint.pt (for --resume), metrics.jsonl, curves.
 rate), bleu.png, summary.json, and model/ -- config.json, model.safetensors, source_tokenizer/,
 target_tokenizer/, translation.json: all `bertlab translate` needs. With --average-last N, model/
 holds the mean of the last N saved weights. --resume reuses OUT/vocab and refuses data files or
-vocabulary settings other than those the run started with.
+vocabulary settings other than those the run started with. Under torchrun, process k of N takes
+every N-th batch from the k-th: an optimizer step reads N x --grad-accum batches.
 
 The defaults are sized for a CPU: the small preset, 500 steps of 1,024-token batches, peak learning
 rate 1e-3 after 100 warmup steps -- about 7 minutes on 2 CPU cores for the shipped 2,926-pair
@@ -53,7 +55,8 @@ def add_parser(subparsers):
     g.add_argument("--max-sentence-tokens", type=positive_int, default=256,
                    help="skip pairs with more subword tokens on either side (256)")
     g = p.add_argument_group("vocabulary")
-    g.add_argument("--vocab-size", type=positive_int, default=8000, help="subword vocabulary to learn per side or joint (8000)")
+    g.add_argument("--vocab-size", type=positive_int, default=8000,
+                   help="subword vocabulary to learn per side or joint (8000)")
     g.add_argument("--joint-vocab", action="store_true",
                    help="one vocabulary for both languages, its embeddings shared by encoder, decoder and "
                         "output (the paper's en-de setting)")
@@ -102,10 +105,12 @@ def data_paths(args) -> tuple[str, str, str, str]:
 def run(args):
     from .. import validate
     from ..data.parallel import ParallelData
+    from ..device import pick_device
     from ..interop.translation_folder import bleu_tokenize
     from ..io import make_folder
     from ..training import run_inputs
     from ..training.checkpoint import check_resume
+    from ..training.distributed import barrier, setup_distributed
     from ..training.translation_trainer import (TranslationSettings, train_translation, translation_config,
                                                 translation_data_settings, translation_vocabularies)
     validate.check_number("--max-positions", args.max_positions, integer=True, minimum=3)  # BOS, EOS and a token
@@ -119,11 +124,16 @@ def run(args):
     data_settings = translation_data_settings(**vocabulary, max_sentence_tokens=args.max_sentence_tokens)
     if args.resume:
         run_inputs.check(args.out, paths, data_settings)
-    else:
-        run_inputs.clear(make_folder(args.out))
-    source, target = translation_vocabularies(args.out, train_src, train_tgt, **vocabulary, resume=args.resume)
-    if not args.resume:
-        run_inputs.record(args.out, paths, data_settings)
+    info = setup_distributed(pick_device(args.device))
+    if info.is_main:  # rank 0 learns the vocabularies (a new run) while the others wait, then they read them
+        if not args.resume:
+            run_inputs.clear(make_folder(args.out))
+        source, target = translation_vocabularies(args.out, train_src, train_tgt, **vocabulary, resume=args.resume)
+        if not args.resume:
+            run_inputs.record(args.out, paths, data_settings)
+    barrier(info)
+    if not info.is_main:
+        source, target = translation_vocabularies(args.out, train_src, train_tgt, **vocabulary, resume=True)
     longest = min(args.max_sentence_tokens, args.max_positions - 2)
     train = ParallelData.from_files(train_src, train_tgt, source, target, longest)
     valid = ParallelData.from_files(valid_src, valid_tgt, source, target, longest)
@@ -131,7 +141,8 @@ def run(args):
     if need > args.max_tokens:
         raise ValueError(f"--max-tokens {args.max_tokens}: the longest pair needs {need} tokens (a side and its EOS); "
                          "raise --max-tokens or lower --max-sentence-tokens")
-    print(f"train {train.summary()}\nvalid {valid.summary()}", file=sys.stderr)
+    if info.is_main:
+        print(f"train {train.summary()}\nvalid {valid.summary()}", file=sys.stderr)
     config = translation_config(source, target, args.preset, args.layers, args.d_model, args.heads, args.ffn_dim,
                                 args.dropout, args.max_positions)
     target_lang = args.tgt or os.path.splitext(train_tgt)[1].lstrip(".")
@@ -139,15 +150,14 @@ def run(args):
         out=args.out, model=config, max_tokens=args.max_tokens, grad_accum=args.grad_accum, lr=args.lr,
         warmup=args.warmup, schedule=args.schedule, label_smoothing=args.label_smoothing, grad_clip=args.grad_clip,
         max_steps=args.max_steps or (100_000 if args.max_minutes else 500), max_minutes=args.max_minutes,
-        eval_interval=args.eval_every, save_interval=args.save_every or args.eval_every,
-        bleu_sentences=args.bleu_sentences,
+        eval_every=args.eval_every, save_every=args.save_every, bleu_sentences=args.bleu_sentences,
         bleu_tokenize=bleu_tokenize(target_lang), average_last=args.average_last, seed=args.seed,
         device=args.device, precision=args.precision, resume=args.resume, progress=not args.quiet)
     model_settings = {"source_lang": args.src or os.path.splitext(train_src)[1].lstrip("."),
                       "target_lang": target_lang, "bleu_tokenize": settings.bleu_tokenize}
     summary = train_translation(settings, train, valid, source, target, model_settings)
-    summary.pop("model")
-    bleu = f", BLEU {summary['valid_bleu']:.2f}" if "valid_bleu" in summary else ""
-    print(f"{summary['steps']} steps in {summary['seconds']:.0f} s ({summary['target_tokens_per_s']:,.0f} target "
-          f"tokens/s); valid loss {summary['valid_loss']:.3f}{bleu}\nmodel: {os.path.join(args.out, 'model')}",
-          file=sys.stderr)
+    if info.is_main:
+        bleu = f", BLEU {summary['valid_bleu']:.2f}" if "valid_bleu" in summary else ""
+        print(f"{summary['steps']} steps in {summary['seconds']:.0f} s ({summary['target_tokens_per_s']:,.0f} "
+              f"target tokens/s); valid loss {summary['valid_loss']:.3f}{bleu}\n"
+              f"model: {os.path.join(args.out, 'model')}", file=sys.stderr)

@@ -1,68 +1,59 @@
-"""Training the Transformer for translation as the paper did (section 5): teacher forcing under the
-causal mask, label-smoothed cross-entropy, Adam (0.9, 0.98, 1e-9) with warmup then inverse square
-root decay, batches cut by a token budget. Around it: gradient accumulation and clipping, mixed
-precision, validation loss and BLEU, a time budget, exact resume, and checkpoint averaging.
+"""Training the Transformer for translation as the paper did (section 5), as the `Translation`
+objective of the one training loop (engine.fit): teacher forcing under the causal mask,
+label-smoothed cross-entropy normalised by all the target tokens of an optimizer step, Adam (0.9,
+0.98, 1e-9) with warmup then inverse square root decay, batches cut by a token budget, validation
+loss and BLEU, and the average of the last checkpoints' weights as the final model. fit() does the
+rest (accumulation, clipping, precision, torchrun, time budget, exact resume, metrics, summary).
 """
-import contextlib
-import json
 import math
 import os
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from .. import progress, validate
-from ..data.parallel import ParallelData
-from ..device import autocast_dtype, pick_device
+from ..data.parallel import ParallelData, TranslationBatch, collate
 from ..inference.translate import translate_ids
 from ..interop.translation_folder import save_translation_model
-from ..io import atomic_write_text, read_lines
+from ..io import read_lines
 from ..models.transformer import Seq2SeqTransformer, TransformerConfig
 from ..tokenization.subword import SubwordTokenizer
-from .checkpoint import restore_run, save_checkpoint
-from .engine import autocast_context, train_step
-from .metrics import MetricsLog, plot_curves, plot_learning_curve
+from .distributed import DistInfo, gather_objects, sum_across
+from .engine import Objective, fit
+from .metrics import plot_curves, plot_learning_curve
 from .optim import make_adamw
 from .schedules import make_scheduler
+from .settings import RunSettings, optional
 
 
-@dataclass
-class TranslationSettings:
-    out: str                  # checkpoint.pt, metrics.jsonl, curves.png, bleu.png, summary.json, model/
+@dataclass(kw_only=True)
+class TranslationSettings(RunSettings):
+    """The shared run settings with the paper's defaults, and translation's own. Batches are cut by
+    max_tokens, not counted in sentences: batch_size is unused."""
     model: TransformerConfig
-    max_tokens: int = 4096    # padded source or target tokens per micro-batch
-    grad_accum: int = 1
+    max_tokens: int = 4096    # padded source or target tokens per micro-batch, per process
     lr: float | None = None   # peak rate; None: the paper's d_model^-0.5 * warmup^-0.5
     warmup: int = 4000
+    weight_decay: float = 0.0  # the paper's Adam decays nothing
     schedule: str = "inverse_sqrt"  # or "linear" (decay to min_lr_ratio at max_steps)
     min_lr_ratio: float = 0.0
     label_smoothing: float = 0.1
     grad_clip: float = 0.0    # the paper clips nothing; fairseq's --clip-norm 0 too
     max_steps: int = 100_000
-    max_minutes: float | None = None
-    eval_interval: int = 1000
-    save_interval: int = 1000
+    eval_every: int = 1000
     bleu_sentences: int = 500  # validation sentences decoded (greedily) for BLEU; 0: none
     bleu_tokenize: str = "13a"
-    average_last: int = 0     # keep this many snapshots, one per save_interval, and average them
-    seed: int = 0
-    device: str = "auto"
-    precision: str = "fp32"
-    resume: bool = False
-    progress: bool = True
+    average_last: int = 0     # keep this many snapshots, one per save_every, and average them
+
+    def checks(self) -> dict:
+        v = validate
+        return {**super().checks(), "max_tokens": v.positive_int, "lr": optional(v.positive_float),
+                "min_lr_ratio": v.fraction, "label_smoothing": v.fraction, "max_steps": v.positive_int,
+                "eval_every": v.positive_int, "bleu_sentences": v.nonnegative_int, "average_last": v.nonnegative_int}
 
     def __post_init__(self):
-        validate.check_fields(self, {
-            "max_tokens": validate.positive_int, "grad_accum": validate.positive_int,
-            "warmup": validate.nonnegative_int, "min_lr_ratio": validate.fraction,
-            "label_smoothing": validate.fraction, "grad_clip": validate.nonnegative_float,
-            "max_steps": validate.positive_int, "eval_interval": validate.positive_int,
-            "save_interval": validate.positive_int, "bleu_sentences": validate.nonnegative_int,
-            "average_last": validate.nonnegative_int, "seed": validate.nonnegative_int})
-        validate.positive_float("lr", self.lr, optional=True)
-        validate.nonnegative_float("max_minutes", self.max_minutes, optional=True)  # 0: stop after one step
+        super().__post_init__()
         if self.schedule not in ("inverse_sqrt", "linear"):
             raise ValueError(f"schedule {self.schedule!r}: choose inverse_sqrt or linear")
 
@@ -75,7 +66,8 @@ def translation_vocabularies(out, train_src, train_tgt, vocab=None, joint_vocab=
                              min_frequency=2, resume=False):
     """The run's (source, target) subword tokenizers: OUT/vocab for a resumed run, the folder
     ``vocab`` (a model folder's, OUT/vocab, or one joint vocabulary), or learned from the training
-    files (one ``joint_vocab`` or one per side); saved to OUT/vocab."""
+    files (one ``joint_vocab`` or one per side); saved to OUT/vocab by a new run. (Under torchrun the
+    main process makes them; the others then read OUT/vocab as a resumed run does.)"""
     saved = os.path.join(out, "vocab")
     folder = saved if resume else vocab
     if folder:
@@ -91,8 +83,9 @@ def translation_vocabularies(out, train_src, train_tgt, vocab=None, joint_vocab=
         progress.write(f"learning {vocab_size}-token subword vocabularies per side")
         source = SubwordTokenizer.train(read_lines(train_src), vocab_size, min_frequency)
         target = SubwordTokenizer.train(read_lines(train_tgt), vocab_size, min_frequency)
-    source.save(os.path.join(saved, "source_tokenizer"))
-    target.save(os.path.join(saved, "target_tokenizer"))
+    if not resume:
+        source.save(os.path.join(saved, "source_tokenizer"))
+        target.save(os.path.join(saved, "target_tokenizer"))
     return source, target
 
 
@@ -128,63 +121,84 @@ def label_smoothed_loss(logits, target, pad_id: int, epsilon: float = 0.1):
 
 
 class BatchStream:
-    """Training batches epoch after epoch; (epoch, next batch index) is the resumable position."""
+    """Training batches epoch after epoch as one sequence dealt out to the processes: process `rank`
+    of `world_size` takes batches rank, rank + world_size, ..., so that together they read what one
+    process would. (epoch, index of the next batch) is the resumable position, the same in every process."""
 
-    def __init__(self, data: ParallelData, max_tokens: int, seed: int, epoch: int = 0, index: int = 0):
+    def __init__(self, data: ParallelData, max_tokens: int, seed: int, rank: int = 0, world_size: int = 1):
         self.data, self.max_tokens, self.seed = data, max_tokens, seed
-        self.epoch, self.index = epoch, index
-        self._batches = None
+        self.rank, self.world_size = rank, world_size
+        self.epoch, self.index, self._batches = 0, 0, None
 
-    def next(self):
-        while True:
-            if self._batches is None:
-                self._batches = self.data.iterate(self.epoch, self.max_tokens, self.index, seed=self.seed)
-            for index, batch in self._batches:
-                self.index = index + 1
-                return batch
-            self.epoch, self.index, self._batches = self.epoch + 1, 0, None
+    def _take(self) -> list[int]:
+        """The sequence's next batch (example indices)."""
+        if self._batches is None:
+            self._batches = self.data.batches(self.epoch, self.max_tokens, seed=self.seed)
+        if self.index == len(self._batches):
+            self.epoch, self.index = self.epoch + 1, 0
+            self._batches = self.data.batches(self.epoch, self.max_tokens, seed=self.seed)
+        self.index += 1
+        return self._batches[self.index - 1]
+
+    def next(self) -> TranslationBatch:
+        """This process's next batch; the other processes take the world_size - 1 beside it."""
+        turns = [self._take() for _ in range(self.world_size)]
+        d = self.data
+        return collate([d.pair(i) for i in turns[self.rank]], d.pad_id, d.bos_id, d.eos_id)
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "index": self.index}
 
+    def load_state_dict(self, state: dict):
+        self.epoch, self.index, self._batches = state["epoch"], state["index"], None
 
-def step_loss_of(pad_id, epsilon, step_tokens, grad_accum, device):
-    """train_step's loss_of for one optimizer step: train_step divides each micro-batch's loss by
-    grad_accum, so this returns sum * grad_accum / step_tokens. The step's loss is then normalised
-    by all its target tokens, as one big batch would be (not a mean of micro-batch means)."""
+
+def step_loss_of(pad_id, epsilon, step_tokens, micro_batches, device):
+    """The loss of one micro-batch of an optimizer step that has `step_tokens` target tokens in
+    `micro_batches` micro-batches (grad_accum times the processes). train_step divides each
+    micro-batch's loss by grad_accum and DDP averages the processes' gradients, so this returns
+    sum * micro_batches / step_tokens: the step's loss is then normalised by all its target tokens,
+    as one big batch would be (not a mean of micro-batch means)."""
     def loss_of(model, batch):
         target = batch.tgt_out.to(device)
         real = target != pad_id  # logits at the real target positions only
         logits = model(batch.src.to(device), batch.tgt_in.to(device), real)
-        return label_smoothed_loss(logits, target[real], pad_id, epsilon) * grad_accum / step_tokens
+        return label_smoothed_loss(logits, target[real], pad_id, epsilon) * micro_batches / step_tokens
     return loss_of
 
 
 @torch.no_grad()
-def validation_loss(model, data: ParallelData, max_tokens: int, epsilon: float, autocast=None) -> dict:
-    """Label-smoothed loss and plain cross-entropy per target token over the whole set."""
+def validation_loss(model, data: ParallelData, max_tokens: int, epsilon: float, info: DistInfo = DistInfo()) -> dict:
+    """Label-smoothed loss and plain cross-entropy per target token over the whole set (each
+    process scores every world_size-th batch)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     smoothed = nll = tokens = 0.0
-    for _, batch in data.iterate(0, max_tokens, shuffle=False):
-        with autocast or contextlib.nullcontext():
-            logits = model(batch.src.to(device), batch.tgt_in.to(device))
+    for indices in data.batches(0, max_tokens, shuffle=False)[info.rank::info.world_size]:
+        batch = collate([data.pair(i) for i in indices], data.pad_id, data.bos_id, data.eos_id)
+        logits = model(batch.src.to(device), batch.tgt_in.to(device))
         target = batch.tgt_out.to(device)
         smoothed += label_smoothed_loss(logits, target, data.pad_id, epsilon).item()
         nll += label_smoothed_loss(logits, target, data.pad_id, 0.0).item()
         tokens += batch.num_tokens
     model.train(was_training)
+    smoothed, nll, tokens = sum_across(torch.tensor([smoothed, nll, tokens], dtype=torch.float64), info).tolist()
     return {"loss": smoothed / tokens, "nll": nll / tokens, "perplexity": math.exp(min(nll / tokens, 50))}
 
 
-def validation_bleu(model, data: ParallelData, target_tokenizer, n: int, tokenize: str) -> float:
-    """sacreBLEU of greedy translations of the first n validation pairs (detokenized text)."""
+def validation_bleu(model, data: ParallelData, target_tokenizer, n: int, tokenize: str,
+                    info: DistInfo = DistInfo()) -> float:
+    """sacreBLEU of greedy translations of the first n validation pairs (detokenized text); each
+    process translates every world_size-th of them."""
     import sacrebleu
     n = min(n, len(data))
-    hyps = translate_ids(model, [data.pair(i)[0] for i in range(n)], batch_size=64)
-    texts = [target_tokenizer.decode(h[0].tokens) for h in hyps]
-    return sacrebleu.corpus_bleu(texts, [data.targets[:n]], tokenize=tokenize).score
+    mine = range(info.rank, n, info.world_size)
+    hyps = translate_ids(model, [data.pair(i)[0] for i in mine], batch_size=64)
+    texts = dict(zip(mine, (target_tokenizer.decode(h[0].tokens) for h in hyps)))
+    for shard in gather_objects(texts, info):
+        texts.update(shard)
+    return sacrebleu.corpus_bleu([texts[i] for i in range(n)], [data.targets[:n]], tokenize=tokenize).score
 
 
 def average_state_dicts(states: list[dict]) -> dict:
@@ -201,121 +215,117 @@ def average_state_dicts(states: list[dict]) -> dict:
     return out
 
 
-class _Run:
-    """The state of one training run, so that `train_translation` reads as the algorithm."""
+def weights_copy(model) -> dict:
+    return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
 
-    def __init__(self, s: TranslationSettings, train: ParallelData, valid: ParallelData):
-        self.s, self.valid = s, valid
-        self.device = pick_device(s.device)
-        self.dtype = autocast_dtype(s.precision, self.device)
-        torch.manual_seed(s.seed)
-        self.model = Seq2SeqTransformer(s.model).to(self.device)
-        self.optimizer = make_adamw(self.model, s.peak_lr, weight_decay=0.0, betas=(0.9, 0.98), eps=1e-9)
-        self.scheduler = make_scheduler(self.optimizer, s.schedule, s.warmup, s.max_steps, s.min_lr_ratio)
-        self.stream = BatchStream(train, s.max_tokens, s.seed)
-        self.log = MetricsLog(os.path.join(s.out, "metrics.jsonl"))
-        self.ckpt = os.path.join(s.out, "checkpoint.pt")
-        self.snapshots = []  # (step, weights on the CPU) for --average-last
-        self.step, self.last_eval = 0, None
-        torch.manual_seed(s.seed + 1)  # dropout's stream, restored exactly on resume
-        if s.resume:
-            self._restore()
-        else:
-            self.log.truncate_after(-1)
-        self.scaler = torch.amp.GradScaler() if self.dtype is torch.float16 else None
-        self.autocast = autocast_context(self.device, self.dtype)
 
-    def _restore(self):
-        state = restore_run(self.ckpt, self.s.model, model=self.model, optimizer=self.optimizer,
-                            scheduler=self.scheduler)
-        self.stream = BatchStream(self.stream.data, self.s.max_tokens, self.s.seed, **state["data"])
-        self.snapshots = state["extra"].get("snapshots", [])
-        self.step = state["step"]
-        self.log.truncate_after(self.step)
+class Translation(Objective):
+    """Teacher forcing on parallel text: the decoder reads BOS + target under the causal mask and is
+    scored on target + EOS."""
+    name, unit = "translate-train", "target_tokens"
 
-    def save(self):
-        if self.s.average_last:
-            self.snapshots = [x for x in self.snapshots if x[0] != self.step]
-            self.snapshots.append((self.step, {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}))
-            self.snapshots = self.snapshots[-self.s.average_last:]
-        save_checkpoint(self.ckpt, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
-                        step=self.step, data_state=self.stream.state_dict(),
-                        extra={"model": self.s.model.to_dict(), "settings": _settings_dict(self.s),
-                               "snapshots": self.snapshots})
+    def __init__(self, s: TranslationSettings, train: ParallelData, valid: ParallelData, source_tokenizer,
+                 target_tokenizer, model_settings: dict | None = None):
+        self.s, self.train, self.valid = s, train, valid
+        self.source_tokenizer, self.target_tokenizer, self.model_settings = source_tokenizer, target_tokenizer, \
+            model_settings
+        self.snapshots, self.averaged_steps = [], None  # (step, weights on the CPU) for average_last
 
-    def train_step(self) -> tuple[float, int]:
-        batches = [self.stream.next() for _ in range(self.s.grad_accum)]
-        tokens = sum(b.num_tokens for b in batches)
-        loss_of = step_loss_of(self.valid.pad_id, self.s.label_smoothing, tokens, self.s.grad_accum, self.device)
-        loss = train_step(self.model, self.optimizer, self.scheduler, iter(batches).__next__, self.s.grad_accum,
-                          self.s.grad_clip, self.autocast, self.scaler, loss_of=loss_of)
-        return loss, tokens
+    def config(self):
+        return self.s.model
 
-    def evaluate(self, target_tokenizer):
-        values = validation_loss(self.model, self.valid, self.s.max_tokens, self.s.label_smoothing, self.autocast)
+    def setup(self, run):
+        self.run = run
+        self.stream = BatchStream(self.train, self.s.max_tokens, self.s.seed, run.info.rank, run.info.world_size)
+        return Seq2SeqTransformer(self.s.model).to(run.device)
+
+    def optimizer(self, model, s):
+        return make_adamw(model, s.peak_lr, s.weight_decay, betas=(0.9, 0.98), eps=1e-9)
+
+    def scheduler(self, optimizer, s, total_steps):
+        return make_scheduler(optimizer, s.schedule, s.warmup, total_steps, s.min_lr_ratio)
+
+    def micro_batches(self, k):
+        """The step's k batches, drawn before any loss: the loss divides by their target tokens
+        summed over every process."""
+        batches = [self.stream.next() for _ in range(k)]
+        self.tokens = sum(b.num_tokens for b in batches)
+        self.step_tokens = int(sum_across(torch.tensor([self.tokens], dtype=torch.float64), self.run.info).item())
+        self.loss_of = step_loss_of(self.train.pad_id, self.s.label_smoothing, self.step_tokens,
+                                    k * self.run.info.world_size, self.run.device)
+        return batches
+
+    def loss(self, model, batch):
+        return self.loss_of(model, batch)
+
+    def step_stats(self):
+        # after every step: at each checkpoint step, the snapshot --average-last averages
+        if self.s.average_last and self.run.step % self.run.save_every == 0:
+            self.snapshots = self.kept(self.snapshots + [(self.run.step, weights_copy(self.run.model))])
+        return {"target_tokens": self.step_tokens}, self.tokens
+
+    def log_fields(self):
+        return {"epoch": self.stream.epoch}
+
+    def evaluate(self, model):
+        values = validation_loss(model, self.valid, self.s.max_tokens, self.s.label_smoothing, self.run.info)
         if self.s.bleu_sentences:
-            values["bleu"] = validation_bleu(self.model, self.valid, target_tokenizer, self.s.bleu_sentences,
-                                             self.s.bleu_tokenize)
-        self.log.write(self.step, "eval", **values)
-        self.last_eval = (self.step, values)
+            values["bleu"] = validation_bleu(model, self.valid, self.target_tokenizer, self.s.bleu_sentences,
+                                             self.s.bleu_tokenize, self.run.info)
         return values
 
+    def describe(self, metrics):
+        return ", ".join(f"valid {k} {v:.3f}" for k, v in metrics.items())
 
-def _settings_dict(s: TranslationSettings) -> dict:
-    d = asdict(s)
-    d["model"] = s.model.to_dict()
-    return d
+    def state_dict(self):
+        return {"stream": self.stream.state_dict()}
+
+    def load_state_dict(self, state):
+        self.stream.load_state_dict(state["stream"])
+
+    def shared_state(self):
+        return {"snapshots": self.snapshots}
+
+    def load_shared_state(self, extra):
+        self.snapshots = self.kept([tuple(snapshot) for snapshot in extra["snapshots"]])
+
+    def identity(self):
+        """What the data position indexes: the batches of these pairs cut by this budget in this order."""
+        return {"train_pairs": len(self.train), "max_tokens": self.s.max_tokens, "seed": self.s.seed}
+
+    def kept(self, snapshots: list) -> list:
+        return snapshots[-self.s.average_last:] if self.s.average_last else []
+
+    def final_model(self, model):
+        """With average_last: the mean of the last snapshots, the final weights among them."""
+        if not self.s.average_last:
+            return model
+        snapshots = self.snapshots
+        if not snapshots or snapshots[-1][0] != self.run.step:
+            snapshots = self.kept(snapshots + [(self.run.step, weights_copy(model))])
+        self.averaged_steps = [step for step, _ in snapshots]
+        final = Seq2SeqTransformer(self.s.model).to(self.run.device)
+        final.load_state_dict(average_state_dicts([weights for _, weights in snapshots]))
+        return final
+
+    def summary(self, summary):
+        return {**summary, "epoch": self.stream.epoch, "last_train_loss": summary["last_train"].get("loss"),
+                **{f"valid_{k}": v for k, v in summary["held_out"].items()}, "averaged_steps": self.averaged_steps}
+
+    def export(self, run, model, summary):
+        save_translation_model(os.path.join(self.s.out, "model"), model, self.source_tokenizer,
+                               self.target_tokenizer, self.model_settings)
+
+    def curves(self, records, out, title):
+        c = self.s.model
+        title = f"Transformer {c.encoder_layers}+{c.decoder_layers}L/{c.d_model}"
+        plot_curves(records, os.path.join(out, "curves.png"), title=title)
+        if any("bleu" in r for r in records):
+            plot_learning_curve(records, os.path.join(out, "bleu.png"), "bleu", title=title)
 
 
 def train_translation(s: TranslationSettings, train: ParallelData, valid: ParallelData, source_tokenizer,
                       target_tokenizer, model_settings: dict | None = None) -> dict:
     """Train (or resume) to max_steps or max_minutes; write OUT/model (the averaged weights with
     average_last) and OUT/summary.json; return the summary with the trained model under "model"."""
-    run = _Run(s, train, valid)
-    start, seen_tokens = time.time(), 0
-    bar = progress.progress_bar(total=s.max_steps, initial=run.step, unit="step", desc="translate-train",
-                                enabled=s.progress)
-    loss, stopped_by_time = float("nan"), False
-    run.model.train()
-    while run.step < s.max_steps:
-        lr = run.optimizer.param_groups[0]["lr"]
-        loss, tokens = run.train_step()
-        run.step, seen_tokens = run.step + 1, seen_tokens + tokens
-        speed = seen_tokens / (time.time() - start)
-        run.log.write(run.step, "train", loss=loss, lr=lr, target_tokens=tokens, tokens_per_s=speed,
-                      epoch=run.stream.epoch)
-        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tgt_tok_s=f"{speed:,.0f}", refresh=False)
-        bar.update(1)
-        if run.step % s.eval_interval == 0:
-            values = run.evaluate(target_tokenizer)
-            progress.write(f"step {run.step}: " + ", ".join(f"valid {k} {v:.3f}" for k, v in values.items()))
-        if run.step % s.save_interval == 0:
-            run.save()
-        if s.max_minutes is not None and time.time() - start > s.max_minutes * 60:
-            stopped_by_time = run.step < s.max_steps
-            break
-    bar.close()
-    if run.step % s.save_interval or not os.path.exists(run.ckpt):
-        run.save()
-    final = run.model
-    if s.average_last:
-        final = Seq2SeqTransformer(s.model).to(run.device)
-        final.load_state_dict(average_state_dicts([w for _, w in run.snapshots]))
-        run.model, averaged = final, [step for step, _ in run.snapshots]
-    values = run.last_eval[1] if run.last_eval and run.last_eval[0] == run.step and not s.average_last \
-        else run.evaluate(target_tokenizer)
-    save_translation_model(os.path.join(s.out, "model"), final, source_tokenizer, target_tokenizer,
-                           model_settings)
-    elapsed = time.time() - start
-    summary = {"steps": run.step, "stopped_by_time": stopped_by_time, "seconds": round(elapsed, 1),
-               "epoch": run.stream.epoch, "target_tokens_per_s": round(seen_tokens / max(elapsed, 1e-9), 1),
-               "last_train_loss": None if math.isnan(loss) else loss, **{f"valid_{k}": v for k, v in values.items()},
-               "parameters": final.num_parameters(),
-               "averaged_steps": averaged if s.average_last else None}
-    atomic_write_text(os.path.join(s.out, "summary.json"), json.dumps(summary, indent=2) + "\n")
-    records = run.log.read()
-    title = f"Transformer {s.model.encoder_layers}+{s.model.decoder_layers}L/{s.model.d_model}"
-    plot_curves(records, os.path.join(s.out, "curves.png"), title=title)
-    if any("bleu" in r for r in records):
-        plot_learning_curve(records, os.path.join(s.out, "bleu.png"), "bleu", title=title)
-    return {**summary, "model": final}
+    return fit(Translation(s, train, valid, source_tokenizer, target_tokenizer, model_settings), s)
