@@ -34,8 +34,12 @@ class BertEmbeddings(nn.Module):
             return x + self.token_type_embeddings.weight[0]
         return x + self.token_type_embeddings(token_type_ids)
 
-    def forward(self, input_ids, token_type_ids=None):
-        return self.dropout(self.norm(self.sum_embeddings(input_ids, token_type_ids)))
+    def forward(self, input_ids, token_type_ids=None, packing: Packing | None = None):
+        """(batch, len, hidden); with `packing`, the real tokens only, (tokens, hidden)."""
+        x = self.sum_embeddings(input_ids, token_type_ids)
+        if packing is not None:
+            x = packing.pack(x)
+        return self.dropout(self.norm(x))
 
 
 class Pooler(nn.Module):
@@ -84,35 +88,30 @@ class BertModel(nn.Module):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,
                 output_hidden_states=False, output_attentions=False) -> BertOutput:
-        # An all-ones mask is dropped so the fused attention kernel runs unmasked.
-        mask = None
-        if attention_mask is not None and not bool(attention_mask.all()):
-            mask = padding_mask(attention_mask)
-        x = self.embeddings(input_ids, token_type_ids)
-        hidden_states, attentions = [x] if output_hidden_states else None, [] if output_attentions else None
+        """Every position's last-layer output. On a CPU the padding is packed away first
+        (core.fast_paths.unpadding: the position-wise layers skip it), and the outputs are unpacked
+        at the end with zeros at the padding; outputs at real positions are those of the padded
+        computation."""
+        mask, packing = self.padding(attention_mask)
+        x = self.embeddings(input_ids, token_type_ids, packing)
+        unpack = packing.unpack if packing is not None else lambda t: t
+        hidden_states, attentions = [unpack(x)] if output_hidden_states else None, [] if output_attentions else None
         for layer in self.layers:
-            x, weights = layer(x, mask, need_weights=output_attentions)
+            x, weights = layer(x, mask, need_weights=output_attentions, packing=packing)
             if output_hidden_states:
-                hidden_states.append(x)
+                hidden_states.append(unpack(x))
             if output_attentions:
                 attentions.append(weights)
+        x = unpack(x)
         return BertOutput(x, self.pooler(x), hidden_states, attentions)
 
     def forward_at(self, positions, input_ids, token_type_ids=None, attention_mask=None) -> BertOutput:
         """The last layer's output at `positions` (batch, n) only, (batch, n, hidden), and the pooled
-        [CLS]: what the pretraining heads read. Exact, and cheaper than forward() in two ways:
-        the padding is packed away (core.fast_paths.unpadding: position-wise layers skip it), and the last
-        layer computes only the n positions and [CLS] (its keys and values still see every token).
-        Packing is for CPUs: on a GPU its index bookkeeping (a host sync, extra small kernels) cost more
-        than the padding it skips (H100, bf16 BERT-base batch 64: 39.8 ms a step packed, 26.9 padded)."""
-        packing = mask = None
-        if attention_mask is not None and not bool(attention_mask.all()):
-            mask = padding_mask(attention_mask)
-            packing = Packing(attention_mask) if attention_mask.device.type == "cpu" else None
-        x = self.embeddings.sum_embeddings(input_ids, token_type_ids)
-        if packing is not None:
-            x = packing.pack(x)
-        x = self.embeddings.dropout(self.embeddings.norm(x))
+        [CLS]: what the pretraining and sentence heads read. As forward() with the padding packed
+        away, and the last layer computes only the n positions and [CLS] (its keys and values still
+        see every token): the same outputs for less work."""
+        mask, packing = self.padding(attention_mask)
+        x = self.embeddings(input_ids, token_type_ids, packing)
         rows = torch.cat([positions.new_zeros(len(positions), 1), positions], 1)  # [CLS] first, for the pooler
         for layer in self.layers[:-1]:
             x, _ = layer(x, mask, packing=packing)
@@ -122,6 +121,16 @@ class BertModel(nn.Module):
             queries = x.gather(1, rows[..., None].expand(-1, -1, x.size(-1)))
         x, _ = self.layers[-1](x, mask, queries=queries, packing=packing)
         return BertOutput(x[:, 1:], self.pooler(x))
+
+    def padding(self, attention_mask):
+        """(boolean attention mask, Packing) of a batch; (None, None) when nothing is padding (the
+        fused attention kernel then runs unmasked). Packing is for CPUs: on a GPU its index
+        bookkeeping (a host sync, extra small kernels) cost more than the padding it skips (H100,
+        bf16 BERT-base batch 64: 39.8 ms a step packed, 26.9 padded)."""
+        if attention_mask is None or bool(attention_mask.all()):
+            return None, None
+        packing = Packing(attention_mask) if attention_mask.device.type == "cpu" else None
+        return padding_mask(attention_mask), packing
 
     def get_embedding_table(self):
         return self.embeddings.word_embeddings.weight

@@ -4,6 +4,7 @@ Each head reads either the pooled [CLS] vector (sentence and pair tasks) or ever
 (sequence labelling, span extraction). Parameter names match HF's `BertFor*` classes, so a
 fine-tuned folder loads in HF and an HF fine-tuned checkpoint loads here.
 """
+import torch
 from torch import nn
 
 from .bert import BertModel
@@ -42,7 +43,8 @@ class BertForSequenceClassification(_BertWithHead):
 
 
 class BertForTokenClassification(_BertWithHead):
-    """Every token's vector -> dropout -> linear: (batch, len, num_labels) tag logits (NER)."""
+    """Every token's vector -> dropout -> linear: (batch, len, num_labels) tag logits (NER). The
+    encoder computes real tokens only (BertModel.forward packs the padding away on a CPU)."""
 
     def __init__(self, config: BertConfig, num_labels: int = 2, init_weights: bool = True):
         super().__init__(config, init_weights)
@@ -56,7 +58,11 @@ class BertForTokenClassification(_BertWithHead):
 
 class BertForQuestionAnswering(_BertWithHead):
     """Every token's vector -> linear -> (start, end) logits, each (batch, len): the answer span's
-    boundaries (run_squad.py; no dropout on the span head, as there)."""
+    boundaries (run_squad.py; no dropout on the span head, as there).
+
+    Padding is no candidate boundary: its logits are the dtype's lowest value, so the softmax of the
+    loss gives it probability 0 and a window's loss is the same alone as padded in any batch (HF's
+    head scores padding positions too, from the encoder's output there)."""
 
     def __init__(self, config: BertConfig, init_weights: bool = True):
         super().__init__(config, init_weights)
@@ -64,7 +70,11 @@ class BertForQuestionAnswering(_BertWithHead):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None):
         out = self.bert(input_ids, token_type_ids, attention_mask)
-        start, end = self.qa_outputs(out.sequence_output).unbind(-1)
+        logits = self.qa_outputs(out.sequence_output)
+        if attention_mask is not None:
+            padding = ~attention_mask.bool()[..., None]
+            logits = logits.masked_fill(padding, torch.finfo(logits.dtype).min)
+        start, end = logits.unbind(-1)
         return start, end
 
 
@@ -79,5 +89,7 @@ class BertForMultipleChoice(_BertWithHead):
     def forward(self, input_ids, token_type_ids=None, attention_mask=None):
         batch, choices, length = input_ids.shape
         flat = lambda t: None if t is None else t.reshape(batch * choices, length)  # noqa: E731
-        out = self.bert(flat(input_ids), flat(token_type_ids), flat(attention_mask))
+        # Only [CLS] is read, as in sequence classification: forward_at at no other position.
+        no_positions = input_ids.new_zeros(batch * choices, 0)
+        out = self.bert.forward_at(no_positions, flat(input_ids), flat(token_type_ids), flat(attention_mask))
         return self.classifier(self.dropout(out.pooled_output)).view(batch, choices)
