@@ -182,7 +182,7 @@ def test_two_phases_read_their_own_folders(folders, tmp_path):
     train_pretraining(settings(folders, tmp_path, data_512=long_folder, phase2_fraction=0.25, max_steps=8,
                                phase2_batch_size=4))
     assert [r["phase"] for r in train_records(tmp_path)] == [1] * 6 + [2] * 2
-    state = checkpoint(tmp_path)["data"][0]["orders"]
+    state = checkpoint(tmp_path)["data"][0]["objective"]["orders"]
     assert state[0]["index"] == 6 * 8 and state[1]["index"] == 2 * 4
 
 
@@ -226,15 +226,23 @@ def test_dynamic_masking_resumes_exactly(folders, tmp_path, monkeypatch):
     assert evals == train_records(tmp_path / "part", "eval") and len(evals) == 2
 
 
+def test_resume_refuses_another_optimizer(folders, tmp_path):
+    """Adam's and LAMB's moments have the same names: without the check, --resume would silently carry
+    one optimizer's state into the other."""
+    train_pretraining(settings(folders, tmp_path, max_steps=2))
+    with pytest.raises(ValueError, match=r"other settings: optimizer \('adamw', now 'lamb'\)"):
+        train_pretraining(settings(folders, tmp_path, max_steps=4, optimizer="lamb", resume=True))
+
+
 def crash_after_saving_at(step, monkeypatch):
-    from bertlab.pretraining import trainer
-    save = trainer._Run.save
+    from bertlab.training import engine
+    save = engine.Run.save
 
     def save_then_crash(run):
         save(run)
         if run.step == step:
             raise KeyboardInterrupt
-    monkeypatch.setattr(trainer._Run, "save", save_then_crash)
+    monkeypatch.setattr(engine.Run, "save", save_then_crash)
 
 
 def without_speed(out):

@@ -54,7 +54,7 @@ def add_parser(subparsers):
     g.add_argument("--eval-instances", metavar="N", type=positive_int, help="held-out instances per evaluation (default all)")
     g.add_argument("--overwrite", action="store_true",
                    help="start afresh in an OUT that holds a checkpoint (its checkpoint and log are replaced)")
-    g.add_argument("--quiet", action="store_true", help="no progress on stderr (evaluations and the summary still)")
+    g.add_argument("--quiet", action="store_true", help="no progress bar or evaluation lines (the summary still)")
     p.set_defaults(run=run)
 
 
