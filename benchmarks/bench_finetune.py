@@ -1,6 +1,7 @@
 """Fine-tuning, bertlab vs HF Trainer: same checkpoint, data, batch size and hyper-parameters.
 
     python benchmarks/bench_finetune.py --data DIR [--epochs 3] [--mode quality|speed]
+    python benchmarks/bench_finetune.py --task ner|squad [--data DIR] [--mode quality|speed] [--repeats 3]
 
 DIR holds train/dev/test .tsv with `section` labels and `description` texts (built from this
 machine's manual pages by data/manpages/make_manpages.py). Both sides start from the real
@@ -19,6 +20,15 @@ its `group_by_length`. Ratios are examples/s against HF Trainer's defaults.
 --seeds 0,1,2 repeats each side per seed (a different classifier-head init and data order) and
 prints mean and spread; --sides picks which of tfidf,bertlab,hf run; --max-train N keeps a
 random N of the training rows (the same N for every side and seed: a point of a learning curve).
+
+--task ner / --task squad: token classification (CoNLL files) and extractive QA (SQuAD v1.1 JSON),
+by default on sets built at run time from this machine's manual pages (finetune_tasks.py says how
+the tags and the questions are made; --data DIR uses a folder built by it instead), max length 128.
+HF's side encodes them as its run_ner.py / run_qa.py examples do (finetune_hf.py). --mode speed
+runs bertlab (its default settings) and HF Trainer with group_by_length, --repeats times each,
+interleaved, and prints the median examples/s (sentences or questions) and their ratio; --mode
+quality trains --epochs, keeps the best dev epoch and prints dev and test entity F1 (ner) or exact
+match / F1 (squad) of both sides.
 """
 import argparse
 import csv
@@ -33,13 +43,19 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(__file__))
+import finetune_hf  # noqa: E402
+import finetune_tasks  # noqa: E402
 from harness import Row, print_table  # noqa: E402
 
 from bertlab.finetune import metrics  # noqa: E402
 from bertlab.finetune.classification import SequenceClassificationTask  # noqa: E402
-from bertlab.finetune.setup import load_base_model  # noqa: E402
-from bertlab.finetune.trainer import FinetuneSettings, finetune, predict_outputs  # noqa: E402
+from bertlab.finetune.entities import entity_scores  # noqa: E402
 from bertlab.finetune.folder import load_finetuned  # noqa: E402
+from bertlab.finetune.ner import TokenClassificationTask  # noqa: E402
+from bertlab.finetune.setup import load_base_model  # noqa: E402
+from bertlab.finetune.squad import QuestionAnsweringTask  # noqa: E402
+from bertlab.finetune.squad_metrics import squad_evaluate  # noqa: E402
+from bertlab.finetune.trainer import FinetuneSettings, finetune, predict_outputs  # noqa: E402
 from bertlab.interop import resolve  # noqa: E402
 
 
@@ -81,41 +97,51 @@ def tfidf_baseline(data):
     return {"C": best[1], "dev_accuracy": best[0], **best[2]}
 
 
-def run_bertlab(folder, out, epochs, evaluate=True, lr=5e-5, batch=32, seed=0, group_by_length=False):
-    task = SequenceClassificationTask(text_a="description", label="section")
-    train = task.read(os.path.join(folder, "train.tsv"))
+# Each task: its files, bertlab's Task, the test scores reported, and the dev score HF keeps the best epoch by.
+FILES = {"classify": ("train.tsv", "dev.tsv", "test.tsv"), "ner": ("train.txt", "dev.txt", "test.txt"),
+         "squad": ("train.json", "dev.json", "test.json")}
+SCORES = {"classify": ("accuracy", "macro_f1"), "ner": ("f1", "precision", "recall"), "squad": ("exact", "f1")}
+
+
+def bertlab_task(name):
+    if name == "ner":
+        return TokenClassificationTask()
+    if name == "squad":
+        return QuestionAnsweringTask(max_seq_length=128)
+    return SequenceClassificationTask(text_a="description", label="section")
+
+
+def run_bertlab(folder, out, epochs, evaluate=True, lr=5e-5, batch=32, seed=0, group_by_length=False,
+                task_name="classify"):
+    task = bertlab_task(task_name)
+    train_file, dev_file, test_file = (os.path.join(folder, f) for f in FILES[task_name])
+    train = task.read(train_file)
     task.fit_labels(train)
-    dev = task.read(os.path.join(folder, "dev.tsv")) if evaluate else []
-    model, tokenizer = load_base_model(task, "minilm", quiet=True)
+    dev = task.read(dev_file) if evaluate else []
+    model, tokenizer = load_base_model(task, "minilm", quiet=True, seed=seed)
     settings = FinetuneSettings(epochs=epochs, batch_size=batch, lr=lr, seed=seed, progress=False,
                                 group_by_length=group_by_length)
     start = time.perf_counter()
     summary = finetune(task, model, tokenizer, train, dev, out, settings)
     seconds = time.perf_counter() - start
-    result = {"seconds": seconds, "examples_per_s": len(train) * epochs / seconds, "dev": summary["dev"],
+    result = {"seconds": seconds, "examples_per_s": len(train) * epochs / seconds, "dev": summary.get("dev"),
               "train_steps_examples_per_s": summary["train_examples_per_s"]}  # steps only, no tokenizing/saving
     if evaluate:
         task, model, tokenizer = load_finetuned(os.path.join(out, "model"))
-        test = task.read(os.path.join(folder, "test.tsv"))
+        test = task.read(test_file)
         features = task.featurize(test, tokenizer)
         outputs = predict_outputs(task, model, features, tokenizer.pad_token_id)
-        result["test"] = {k: v for k, v in task.evaluate(test, features, outputs).items() if k in ("accuracy", "macro_f1")}
+        result["test"] = {k: v for k, v in task.evaluate(test, features, outputs).items() if k in SCORES[task_name]}
     return result
 
 
-def run_hf(folder, out, epochs, evaluate=True, group_by_length=False, lr=5e-5, batch=32, seed=0):
-    from transformers import (AutoTokenizer, BertForSequenceClassification, DataCollatorWithPadding, Trainer,
-                              TrainingArguments)
-    data = [read(os.path.join(folder, f"{s}.tsv")) for s in ("train", "dev", "test")]
-    labels = sorted(set(data[0][1]))
-    tok = AutoTokenizer.from_pretrained(resolve("minilm"))
-    encode = lambda xs, ys: [{**tok(x, truncation=True, max_length=128), "labels": labels.index(y)}  # noqa: E731
-                             for x, y in zip(xs, ys)]
-    train, dev, test = (encode(*d) for d in data)
-    torch.manual_seed(seed)
-    model = BertForSequenceClassification.from_pretrained(resolve("minilm"), num_labels=len(labels))
+def hf_trainer(model, collator, train, dev, out, epochs, evaluate, group_by_length, lr, batch, seed,
+               compute_metrics, metric):
+    """HF Trainer with the settings bertlab's fine-tuning uses (see the module docstring)."""
     import inspect
     import math
+
+    from transformers import Trainer, TrainingArguments
     total_steps = math.ceil(epochs * math.ceil(len(train) / batch))
     grouping = {"group_by_length": group_by_length}  # transformers 4.x; 5.x names it a sampling strategy
     if "group_by_length" not in inspect.signature(TrainingArguments).parameters:
@@ -125,43 +151,133 @@ def run_hf(folder, out, epochs, evaluate=True, group_by_length=False, lr=5e-5, b
         learning_rate=lr, weight_decay=0.01, adam_epsilon=1e-6, warmup_steps=int(0.1 * total_steps),
         lr_scheduler_type="linear", **grouping,
         eval_strategy="epoch" if evaluate else "no", save_strategy="epoch" if evaluate else "no",
-        load_best_model_at_end=evaluate, metric_for_best_model="accuracy", save_total_limit=1,
+        load_best_model_at_end=evaluate, metric_for_best_model=metric, save_total_limit=1,
         report_to=[], disable_tqdm=True, seed=seed, use_cpu=True,
         dataloader_num_workers=0, logging_strategy="no")
+    return Trainer(model=model, args=args, train_dataset=train, eval_dataset=dev if evaluate else None,
+                   data_collator=collator, compute_metrics=compute_metrics)
+
+
+def timed_train(trainer, examples, epochs) -> dict:
+    start = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "examples_per_s": examples * epochs / seconds}
+
+
+def run_hf(folder, out, epochs, evaluate=True, group_by_length=False, lr=5e-5, batch=32, seed=0):
+    from transformers import AutoTokenizer, BertForSequenceClassification, DataCollatorWithPadding
+    data = [read(os.path.join(folder, f"{s}.tsv")) for s in ("train", "dev", "test")]
+    labels = sorted(set(data[0][1]))
+    tok = AutoTokenizer.from_pretrained(resolve("minilm"))
+    encode = lambda xs, ys: [{**tok(x, truncation=True, max_length=128), "labels": labels.index(y)}  # noqa: E731
+                             for x, y in zip(xs, ys)]
+    train, dev, test = (encode(*d) for d in data)
+    torch.manual_seed(seed)
+    model = BertForSequenceClassification.from_pretrained(resolve("minilm"), num_labels=len(labels))
 
     def compute(p):
         pred = np.asarray(p.predictions).argmax(-1)
         return scores(list(p.label_ids), list(pred))
 
-    trainer = Trainer(model=model, args=args, train_dataset=train, eval_dataset=dev if evaluate else None,
-                      data_collator=DataCollatorWithPadding(tok), compute_metrics=compute)
-    start = time.perf_counter()
-    trainer.train()
-    seconds = time.perf_counter() - start
-    result = {"seconds": seconds, "examples_per_s": len(train) * epochs / seconds}
+    trainer = hf_trainer(model, DataCollatorWithPadding(tok), train, dev, out, epochs, evaluate,
+                         group_by_length, lr, batch, seed, compute, "accuracy")
+    result = timed_train(trainer, len(train), epochs)
     if evaluate:
         test_scores = trainer.evaluate(test)
         result["test"] = {k: test_scores[f"eval_{k}"] for k in ("accuracy", "macro_f1")}
     return result
 
 
-def summarize(runs):
+def run_hf_ner(folder, out, epochs, evaluate=True, group_by_length=True, lr=5e-5, batch=32, seed=0):
+    from transformers import AutoTokenizer, BertForTokenClassification, DataCollatorForTokenClassification
+    task = bertlab_task("ner")
+    examples = [task.read(os.path.join(folder, f)) for f in FILES["ner"]]
+    task.fit_labels(examples[0])
+    splits = [[(e.words, e.tags) for e in split] for split in examples]
+    tok = AutoTokenizer.from_pretrained(resolve("minilm"))
+    train, dev, test = (finetune_hf.features_ner(tok, sentences, task.labels, 128) for sentences in splits)
+    torch.manual_seed(seed)
+    model = BertForTokenClassification.from_pretrained(resolve("minilm"), num_labels=len(task.labels))
+
+    def ner_scores(logits, features, sentences):
+        predicted = finetune_hf.tags_from_logits(logits, features, sentences, task.labels)
+        found = entity_scores([tags for _, tags in sentences], predicted)
+        return {k: found[k] for k in SCORES["ner"]}
+
+    trainer = hf_trainer(model, DataCollatorForTokenClassification(tok), train, dev, out, epochs, evaluate,
+                         group_by_length, lr, batch, seed, lambda p: ner_scores(p.predictions, dev, splits[1]), "f1")
+    result = timed_train(trainer, len(train), epochs)
+    if evaluate:
+        trainer.compute_metrics = None  # its scores are the dev set's; each set is scored below
+        result["dev"] = ner_scores(trainer.predict(dev).predictions, dev, splits[1])
+        result["test"] = ner_scores(trainer.predict(test).predictions, test, splits[2])
+    return result
+
+
+def run_hf_squad(folder, out, epochs, evaluate=True, group_by_length=True, lr=5e-5, batch=32, seed=0):
+    from transformers import AutoTokenizer, BertForQuestionAnswering, DataCollatorWithPadding
+    task = bertlab_task("squad")
+    splits = [task.read(os.path.join(folder, f)) for f in FILES["squad"]]
+    tok = AutoTokenizer.from_pretrained(resolve("minilm"))
+    (train, _), dev, test = (finetune_hf.features_qa(tok, examples, 128, task.options["doc_stride"])
+                             for examples in splits)
+    torch.manual_seed(seed)
+    model = BertForQuestionAnswering.from_pretrained(resolve("minilm"))
+
+    def squad_scores(predictions, info, examples):
+        answers = finetune_hf.answers_from_logits(*predictions, info, examples)
+        found = squad_evaluate({e.qas_id: [text for text, _ in e.answers] for e in examples}, answers)
+        return {k: found[k] for k in SCORES["squad"]}
+
+    trainer = hf_trainer(model, DataCollatorWithPadding(tok), train, dev[0], out, epochs, evaluate,
+                         group_by_length, lr, batch, seed, lambda p: squad_scores(p.predictions, dev[1], splits[1]),
+                         "f1")
+    result = timed_train(trainer, len(splits[0]), epochs)
+    result["windows_per_question"] = len(train) / len(splits[0])
+    if evaluate:
+        trainer.compute_metrics = None  # its scores are the dev set's; each set is scored below
+        result["dev"] = squad_scores(trainer.predict(dev[0]).predictions, dev[1], splits[1])
+        result["test"] = squad_scores(trainer.predict(test[0]).predictions, test[1], splits[2])
+    return result
+
+
+def summarize(runs, keys):
     """Mean and min..max of each test score over seeds."""
     out = {}
-    for key in ("accuracy", "macro_f1"):
+    for key in keys:
         values = [r["test"][key] for r in runs]
         out[key] = {"mean": float(np.mean(values)), "min": min(values), "max": max(values)}
     return out
 
 
+def built_data(task_name, data, tmp, max_train):
+    """The task's data folder: --data, or for ner/squad a set built now from this machine's manual pages."""
+    if data is None:
+        if task_name == "classify":
+            raise ValueError("--task classify needs --data DIR (data/manpages/make_manpages.py builds one)")
+        data = f"{tmp}/{task_name}"
+        os.makedirs(data)
+        build = finetune_tasks.build_ner if task_name == "ner" else finetune_tasks.build_squad
+        print(f"{task_name} data built in {data}:", json.dumps(build(data, sizes={"train": 3000, "dev": 400,
+                                                                                   "test": 400})), flush=True)
+    if max_train and task_name != "classify":
+        raise ValueError("--max-train is for --task classify")
+    return subsample(data, max_train, f"{tmp}/data") if max_train else data
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", required=True)
+    parser.add_argument("--task", choices=["classify", "ner", "squad"], default="classify")
+    parser.add_argument("--data", help="the task's data folder (ner, squad: built from the manual pages if left out)")
     parser.add_argument("--epochs", type=float, default=3)
     parser.add_argument("--mode", choices=["quality", "speed"], default="quality")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seeds", default="0", help="comma-separated seeds, each side run once per seed")
-    parser.add_argument("--sides", default="tfidf,bertlab,hf", help="which of tfidf,bertlab,hf to run")
+    parser.add_argument("--sides", default=None,
+                        help="which of tfidf,bertlab,hf,hf_grouped to run (default: tfidf,bertlab,hf for classify, "
+                             "bertlab,hf_grouped for ner and squad; speed mode adds hf_grouped to classify's)")
+    parser.add_argument("--repeats", type=int, default=1, help="speed mode: runs of each side, interleaved (median)")
     parser.add_argument("--max-train", type=int, default=None, help="keep a random N training rows")
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -170,40 +286,44 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     tmp = tempfile.mkdtemp(prefix="bench_finetune_")
-    folder = subsample(args.data, args.max_train, f"{tmp}/data") if args.max_train else args.data
+    folder = built_data(args.task, args.data, tmp, args.max_train)
     seeds = [int(s) for s in args.seeds.split(",")]
-    sides = args.sides.split(",")
     evaluate = args.mode == "quality"
+    sides = (args.sides or ("tfidf,bertlab,hf" if args.task == "classify" else "bertlab,hf_grouped")).split(",")
+    if not evaluate and args.task == "classify" and args.sides is None:
+        sides.append("hf_grouped")  # speed mode compares with both of HF's batchings
     epochs = args.epochs if evaluate else 1
     results = {}
-    if evaluate and "tfidf" in sides:
+    if evaluate and "tfidf" in sides and args.task == "classify":
         data = [read(os.path.join(folder, f"{s}.tsv")) for s in ("train", "dev", "test")]
         results["tfidf"] = tfidf_baseline(data)
         print("TF-IDF + LR:", json.dumps(results["tfidf"]), flush=True)
-    runners = {"bertlab": lambda out, seed, **kw: run_bertlab(
-                   folder, out, epochs, evaluate, args.lr, args.batch_size, seed, args.group_by_length),
-               "hf": lambda out, seed, group_by_length=False: run_hf(
-                   folder, out, epochs, evaluate, group_by_length, lr=args.lr, batch=args.batch_size, seed=seed)}
-    for side in ("bertlab", "hf"):
-        if side not in sides:
-            continue
-        results[side] = []
-        for seed in seeds:
-            results[side].append(runners[side](f"{tmp}/{side}{seed}", seed))
-            print(f"{side} seed {seed}:", json.dumps(results[side][-1]), flush=True)
-        if not evaluate and side == "hf":
-            results["hf_grouped"] = [runners["hf"](f"{tmp}/hf_grouped", seeds[0], group_by_length=True)]
+    hf = {"classify": run_hf, "ner": run_hf_ner, "squad": run_hf_squad}[args.task]
+    runners = {"bertlab": lambda out, seed: run_bertlab(folder, out, epochs, evaluate, args.lr, args.batch_size, seed,
+                                                        args.group_by_length, args.task),
+               "hf": lambda out, seed: hf(folder, out, epochs, evaluate, False, lr=args.lr, batch=args.batch_size,
+                                          seed=seed),
+               "hf_grouped": lambda out, seed: hf(folder, out, epochs, evaluate, True, lr=args.lr,
+                                                  batch=args.batch_size, seed=seed)}
+    order = [side for side in ("bertlab", "hf", "hf_grouped") if side in sides]
+    for repeat in range(args.repeats if not evaluate else 1):
+        for side in order if repeat % 2 == 0 else order[::-1]:  # interleaved, each side first in turn
+            for seed in seeds:
+                results.setdefault(side, []).append(runners[side](f"{tmp}/{side}{seed}-{repeat}", seed))
+                print(f"{side} seed {seed} run {repeat + 1}:", json.dumps(results[side][-1]), flush=True)
     if evaluate:
-        print(f"test scores over seeds {seeds} ({len(read(f'{folder}/train.tsv')[0])} training rows):")
-        for side in ("bertlab", "hf"):
-            if side in results:
-                print(f"  {side}: {json.dumps(summarize(results[side]))}")
-    train_rows = epochs * len(read(f"{folder}/train.tsv")[0])
+        print(f"test scores over seeds {seeds}:")
+        for side in order:
+            print(f"  {side}: {json.dumps(summarize(results[side], SCORES[args.task]))}")
+    train_rows = epochs * {"classify": lambda: len(read(f"{folder}/train.tsv")[0]),
+                           "ner": lambda: len(bertlab_task("ner").read(f"{folder}/train.txt")),
+                           "squad": lambda: len(bertlab_task("squad").read(f"{folder}/train.json"))}[args.task]()
     labels = {"hf": "HF Trainer", "hf_grouped": "HF Trainer group_by_length", "bertlab": "bertlab"}
-    rows = [Row(f"fine-tune MiniLM, {epochs:g} epoch(s)", labels[side], train_rows, "examples/s",
+    rows = [Row(f"fine-tune MiniLM ({args.task}), {epochs:g} epoch(s)", labels[side], train_rows, "examples/s",
                 [r["seconds"] for r in results[side]]) for side in ("hf", "hf_grouped", "bertlab") if side in results]
     if rows:
-        print_table(rows, baseline="HF Trainer")
+        print_table(rows, baseline="HF Trainer" if "hf" in results else "HF Trainer group_by_length",
+                    stat="median" if args.repeats > 1 else "best")
     print(json.dumps(results, indent=1))
 
 
