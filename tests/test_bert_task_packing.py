@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from bertlab import save_pretrained
-from bertlab.models import BertForQuestionAnswering, BertForTokenClassification
 from bertlab.finetune.squad import QuestionAnsweringTask
 from bertlab.inference.embed import padded_tensors
 from bertlab.interop import init_from_state_dict, read_config, read_state_dict
+from bertlab.models import BertForQuestionAnswering, BertForTokenClassification
 
 transformers = pytest.importorskip("transformers")
 
