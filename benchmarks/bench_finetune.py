@@ -97,7 +97,7 @@ def tfidf_baseline(data):
     return {"C": best[1], "dev_accuracy": best[0], **best[2]}
 
 
-# Each task: its files, bertlab's Task, the test scores reported, and the dev score HF keeps the best epoch by.
+# Each task's train/dev/test files and the scores reported for it.
 FILES = {"classify": ("train.tsv", "dev.tsv", "test.tsv"), "ner": ("train.txt", "dev.txt", "test.txt"),
          "squad": ("train.json", "dev.json", "test.json")}
 SCORES = {"classify": ("accuracy", "macro_f1"), "ner": ("f1", "precision", "recall"), "squad": ("exact", "f1")}
@@ -136,7 +136,7 @@ def run_bertlab(folder, out, epochs, evaluate=True, lr=5e-5, batch=32, seed=0, g
 
 
 def hf_trainer(model, collator, train, dev, out, epochs, evaluate, group_by_length, lr, batch, seed,
-               compute_metrics, metric):
+               compute_metrics, metric, metrics_read_inputs=False):
     """HF Trainer with the settings bertlab's fine-tuning uses (see the module docstring)."""
     import inspect
     import math
@@ -153,7 +153,8 @@ def hf_trainer(model, collator, train, dev, out, epochs, evaluate, group_by_leng
         eval_strategy="epoch" if evaluate else "no", save_strategy="epoch" if evaluate else "no",
         load_best_model_at_end=evaluate, metric_for_best_model=metric, save_total_limit=1,
         report_to=[], disable_tqdm=True, seed=seed, use_cpu=True,
-        dataloader_num_workers=0, logging_strategy="no")
+        dataloader_num_workers=0, logging_strategy="no",
+        **({"include_for_metrics": ["inputs"]} if metrics_read_inputs else {}))  # finetune_hf.in_dataset_order
     return Trainer(model=model, args=args, train_dataset=train, eval_dataset=dev if evaluate else None,
                    data_collator=collator, compute_metrics=compute_metrics)
 
@@ -189,6 +190,13 @@ def run_hf(folder, out, epochs, evaluate=True, group_by_length=False, lr=5e-5, b
     return result
 
 
+def scored(trainer, features, compute_metrics, keys) -> dict:
+    """The trained model's scores on `features` (compute_metrics reads that set's examples)."""
+    trainer.compute_metrics = compute_metrics
+    metrics = trainer.evaluate(features)
+    return {k: metrics[f"eval_{k}"] for k in keys}
+
+
 def run_hf_ner(folder, out, epochs, evaluate=True, group_by_length=True, lr=5e-5, batch=32, seed=0):
     from transformers import AutoTokenizer, BertForTokenClassification, DataCollatorForTokenClassification
     task = bertlab_task("ner")
@@ -200,18 +208,20 @@ def run_hf_ner(folder, out, epochs, evaluate=True, group_by_length=True, lr=5e-5
     torch.manual_seed(seed)
     model = BertForTokenClassification.from_pretrained(resolve("minilm"), num_labels=len(task.labels))
 
-    def ner_scores(logits, features, sentences):
-        predicted = finetune_hf.tags_from_logits(logits, features, sentences, task.labels)
-        found = entity_scores([tags for _, tags in sentences], predicted)
-        return {k: found[k] for k in SCORES["ner"]}
+    def ner_scores(features, sentences):
+        def compute(p):
+            logits = finetune_hf.in_dataset_order(p.predictions, p.inputs, features)
+            predicted = finetune_hf.tags_from_logits(logits, features, sentences, task.labels)
+            found = entity_scores([tags for _, tags in sentences], predicted)
+            return {k: found[k] for k in SCORES["ner"]}
+        return compute
 
     trainer = hf_trainer(model, DataCollatorForTokenClassification(tok), train, dev, out, epochs, evaluate,
-                         group_by_length, lr, batch, seed, lambda p: ner_scores(p.predictions, dev, splits[1]), "f1")
+                         group_by_length, lr, batch, seed, ner_scores(dev, splits[1]), "f1", metrics_read_inputs=True)
     result = timed_train(trainer, len(train), epochs)
     if evaluate:
-        trainer.compute_metrics = None  # its scores are the dev set's; each set is scored below
-        result["dev"] = ner_scores(trainer.predict(dev).predictions, dev, splits[1])
-        result["test"] = ner_scores(trainer.predict(test).predictions, test, splits[2])
+        result["dev"] = scored(trainer, dev, ner_scores(dev, splits[1]), SCORES["ner"])
+        result["test"] = scored(trainer, test, ner_scores(test, splits[2]), SCORES["ner"])
     return result
 
 
@@ -225,20 +235,24 @@ def run_hf_squad(folder, out, epochs, evaluate=True, group_by_length=True, lr=5e
     torch.manual_seed(seed)
     model = BertForQuestionAnswering.from_pretrained(resolve("minilm"))
 
-    def squad_scores(predictions, info, examples):
-        answers = finetune_hf.answers_from_logits(*predictions, info, examples)
-        found = squad_evaluate({e.qas_id: [text for text, _ in e.answers] for e in examples}, answers)
-        return {k: found[k] for k in SCORES["squad"]}
+    def squad_scores(features, examples):
+        inputs, info = features
+
+        def compute(p):
+            logits = finetune_hf.in_dataset_order(p.predictions, p.inputs, inputs)
+            answers = finetune_hf.answers_from_logits(*logits, info, examples)
+            found = squad_evaluate({e.qas_id: [text for text, _ in e.answers] for e in examples}, answers)
+            return {k: found[k] for k in SCORES["squad"]}
+        return compute
 
     trainer = hf_trainer(model, DataCollatorWithPadding(tok), train, dev[0], out, epochs, evaluate,
-                         group_by_length, lr, batch, seed, lambda p: squad_scores(p.predictions, dev[1], splits[1]),
-                         "f1")
+                         group_by_length, lr, batch, seed, squad_scores(dev, splits[1]), "f1",
+                         metrics_read_inputs=True)
     result = timed_train(trainer, len(splits[0]), epochs)
     result["windows_per_question"] = len(train) / len(splits[0])
     if evaluate:
-        trainer.compute_metrics = None  # its scores are the dev set's; each set is scored below
-        result["dev"] = squad_scores(trainer.predict(dev[0]).predictions, dev[1], splits[1])
-        result["test"] = squad_scores(trainer.predict(test[0]).predictions, test[1], splits[2])
+        result["dev"] = scored(trainer, dev[0], squad_scores(dev, splits[1]), SCORES["squad"])
+        result["test"] = scored(trainer, test[0], squad_scores(test, splits[2]), SCORES["squad"])
     return result
 
 

@@ -5,6 +5,7 @@ from the logits, scored with the same metrics as bertlab's side (conlleval entit
     features_ner(tokenizer, words, tags, labels, max_length)   # first piece labelled, others -100
     features_qa(tokenizer, examples, max_length, doc_stride)   # windows, answer token positions
     tags_from_logits(...), answers_from_logits(...)            # outputs -> words' tags, answers
+    in_dataset_order(predictions, inputs, features)            # evaluation rows back in feature order
 """
 import numpy as np
 
@@ -77,3 +78,15 @@ def answers_from_logits(start_logits, end_logits, info, examples, max_answer_len
         if example.qas_id not in best or scores[i, j] > best[example.qas_id][0]:
             best[example.qas_id] = (scores[i, j], text)
     return {qid: text for qid, (_, text) in best.items()}
+
+
+def in_dataset_order(predictions, inputs, features):
+    """HF's evaluation outputs in the order of `features`. With group_by_length, transformers 5
+    length-groups the evaluation batches too, so its rows come in the sampler's order; each row is
+    matched to its feature by its input ids (padded with 0, and with -100 across batches; identical
+    inputs are interchangeable). Needs TrainingArguments(include_for_metrics=["inputs"])."""
+    rows = {}
+    for k, ids in enumerate(inputs):
+        rows.setdefault(tuple(int(x) for x in ids if x > 0), []).append(k)
+    order = [rows[tuple(f["input_ids"])].pop() for f in features]
+    return tuple(p[order] for p in predictions) if isinstance(predictions, tuple) else predictions[order]
