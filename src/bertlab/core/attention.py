@@ -24,8 +24,8 @@ def additive_mask(mask, scores):
     """M of the formula for a boolean `mask`, in the dtype of `scores`. A large finite negative rather than -inf: a query
     allowed no key at all (e.g. a left-padded position under a causal mask) averages the values
     instead of spreading NaN, as HF's does."""
-    m = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)
-    return m.masked_fill_(~mask, torch.finfo(scores.dtype).min)
+    # one pass over the mask (zeros, ~mask, then masked_fill_ made three)
+    return torch.where(mask, scores.new_zeros(()), torch.finfo(scores.dtype).min)
 
 
 def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0, need_weights=False):

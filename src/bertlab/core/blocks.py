@@ -2,7 +2,7 @@
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .fast_paths import NumpyDropout
+from .fast_paths import NumpyDropout, numpy_dropout_add
 from .feed_forward import PositionwiseFeedForward
 
 
@@ -20,7 +20,7 @@ class SublayerConnection(nn.Module):
         return self.norm(x) if self.norm_first else x
 
     def after(self, x, sublayer_out):
-        y = x + self.dropout(sublayer_out)
+        y = numpy_dropout_add(sublayer_out, x, self.dropout.p, self.dropout.training)
         return y if self.norm_first else self.norm(y)
 
 

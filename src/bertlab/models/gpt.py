@@ -97,8 +97,14 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets=None, cache=None, attention_mask=None, positions=None, last_only=False):
         """Logits (batch, len, vocab) — or (batch, 1, vocab) with `last_only`, as sampling needs —
-        and, given `targets` (batch, len; -100 is ignored), the mean next-token cross-entropy."""
+        and, given `targets` (batch, len; -100 is ignored), the mean next-token cross-entropy.
+
+        In training mode, given targets, the logits are None: a training step needs the loss alone,
+        and the output layer and the loss then run as one step that never keeps the logits, the
+        largest tensors of the step (core.fast_paths.linear_cross_entropy)."""
         x = self.hidden_states(idx, cache, attention_mask, positions)
+        if targets is not None and self.training:
+            return None, fast_paths.linear_cross_entropy(x.reshape(-1, x.size(-1)), self.wte.weight, targets.reshape(-1))
         if last_only:
             x = x[:, -1:]
         logits = fast_paths.prepacked_linear(x, self.wte.weight, None, self._prepacked_head)  # tied to the embeddings

@@ -30,6 +30,8 @@ class Objective:
     name = "train"                 # the progress bar's label
     unit = "tokens"                # what step_stats' count counts: speeds are `unit`/s
     keep_checkpoint = True         # False: a completed run removes checkpoint.pt (fine-tuning)
+    log_speed = True               # False: metrics.jsonl holds only what the run computes, so a resumed
+                                   # run's log equals the uninterrupted run's line for line (fine-tuning)
     find_unused_parameters = False  # DDP: parameters some steps leave without a gradient
 
     def setup(self, run: "Run") -> torch.nn.Module:
@@ -101,7 +103,8 @@ class Objective:
         """Restore what shared_state() saved, from the checkpoint's "extra" (in every process)."""
 
     def identity(self) -> dict:
-        """What a resumed run must share with the one it continues, besides the model (plain data)."""
+        """What a resumed run must share with the one it continues, besides the model (plain data).
+        A "data" entry (a fingerprint of the training data) is named as such when it differs."""
         return {}
 
     def final_model(self, model):
@@ -191,7 +194,7 @@ class Run:
         self.step, self.units, self.train_seconds = state["step"], saved["units"], saved["train_seconds"]
         self.last_eval = saved.get("last_eval")
         self.log.truncate_after(self.step)
-        if self.is_main and self.s.progress:
+        if self.is_main:  # said even with progress off: which checkpoint was continued is part of the result
             progress.write(f"resuming {self.ckpt} at step {self.step} of {self.total_steps}")
 
     def evaluate(self, model) -> dict | None:
@@ -209,8 +212,9 @@ def differences(saved, now) -> str:
     if not (isinstance(saved, dict) and isinstance(now, dict)):
         return "training data"
     changed = [f"{k} ({saved.get(k)!r}, now {now.get(k)!r})" for k in sorted(set(saved) | set(now))
-               if saved.get(k) != now.get(k)]
-    return "settings: " + ", ".join(changed)
+               if k != "data" and saved.get(k) != now.get(k)]
+    data = ["training data"] if saved.get("data") != now.get("data") else []
+    return " and ".join(data + (["settings: " + ", ".join(changed)] if changed else []))
 
 
 def autocast_context(device, dtype):
@@ -278,7 +282,8 @@ def fit(objective: Objective, s: RunSettings) -> dict:
                              "(try a smaller --lr)")
         run.units += summed[-1].item()
         speed = run.units / max(run.train_seconds, 1e-9)
-        run.log.write(run.step, "train", **last, lr=lr, **{f"{objective.unit}_per_s": speed}, **objective.log_fields())
+        timing = {f"{objective.unit}_per_s": speed} if objective.log_speed else {}
+        run.log.write(run.step, "train", **last, lr=lr, **timing, **objective.log_fields())
         bar.update(1)
         bar.set_postfix(loss=f"{last['loss']:.3f}", lr=f"{lr:.2e}", **{f"{objective.unit[:3]}_s": f"{speed:,.1f}"},
                         refresh=False)

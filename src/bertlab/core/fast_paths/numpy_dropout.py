@@ -16,14 +16,18 @@ import torch.nn.functional as F
 from torch import nn
 
 
+def _mask(x, p):
+    """The scaled keep-mask of one dropout call: 1 / (1 - p) where kept, 0 where dropped, in x's dtype."""
+    seed = int(torch.randint(0, 2**62, (1,)))
+    uniform = np.random.default_rng(seed).random(x.shape, dtype=np.float32)
+    mask = torch.from_numpy(uniform).ge_(p).mul_(1.0 / (1.0 - p))  # in place: one buffer
+    return mask if mask.dtype == x.dtype else mask.to(x.dtype)  # bf16 under autocast
+
+
 class _NumpyDropout(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, p):
-        seed = int(torch.randint(0, 2**62, (1,)))
-        uniform = np.random.default_rng(seed).random(x.shape, dtype=np.float32)
-        mask = torch.from_numpy(uniform).ge_(p).mul_(1.0 / (1.0 - p))  # in place: one buffer
-        if mask.dtype != x.dtype:  # bf16 under autocast
-            mask = mask.to(x.dtype)
+        mask = _mask(x, p)
         ctx.save_for_backward(mask)
         return x * mask
 
@@ -31,6 +35,19 @@ class _NumpyDropout(torch.autograd.Function):
     def backward(ctx, grad):
         (mask,) = ctx.saved_tensors
         return grad * mask, None
+
+
+class _NumpyDropoutAdd(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, residual, p):
+        mask = _mask(x, p)
+        ctx.save_for_backward(mask)
+        return torch.addcmul(residual, x, mask)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return grad * mask, grad, None
 
 
 def numpy_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
@@ -49,3 +66,13 @@ class NumpyDropout(nn.Dropout):
         if self.inplace:
             return super().forward(x)
         return numpy_dropout(x, self.p, self.training)
+
+
+def numpy_dropout_add(x, residual, p: float, training: bool = True) -> torch.Tensor:
+    """residual + numpy_dropout(x, p, training): a residual connection's sum, which on a CPU takes
+    the mask in the same pass (torch.addcmul) instead of a product and then a sum."""
+    if not training or p == 0.0:
+        return residual + x
+    if x.device.type != "cpu" or p >= 1.0:
+        return residual + F.dropout(x, p, training)
+    return _NumpyDropoutAdd.apply(x, residual, p)
