@@ -15,6 +15,7 @@ from bertlab.core import (
 )
 from bertlab.core.fast_paths import (NumpyDropout, Packing, PrepackableLinear, PrepackedWeight, can_prepack,
                                      numpy_dropout)
+from bertlab.core.fast_paths import unpadding
 from bertlab.models import BertConfig, BertForPreTraining
 
 
@@ -98,6 +99,64 @@ def test_packed_encoder_block_equals_padded_at_real_positions(queries):
         real = out if queries else (out if packed else out[am.bool()])
         real.square().sum().backward()
         return real, source.grad, [p.grad.clone() for p in block.parameters()]
+
+    (out_a, gx_a, gp_a), (out_b, gx_b, gp_b) = run(False), run(True)
+    torch.testing.assert_close(out_b, out_a)
+    torch.testing.assert_close(gx_b, gx_a)
+    for a, b in zip(gp_a, gp_b):
+        torch.testing.assert_close(b, a)
+
+
+# ---- attention bucket by bucket ------------------------------------------------------------------
+
+def _brute_force_cost(lengths, bucket_cost):
+    """The least attention cost over every way of cutting the sorted lengths into runs."""
+    lengths = sorted(n for n in lengths if n)
+    best = {0: 0}
+    for j in range(1, len(lengths) + 1):
+        best[j] = min(best[i] + (j - i) * lengths[j - 1] ** 2 + bucket_cost for i in range(j))
+    return best[len(lengths)]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_buckets_cover_every_token_once_at_least_cost(seed):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(0, 60, (int(torch.randint(1, 40, (1,), generator=g)),), generator=g).tolist()
+    lengths[0] = max(lengths[0], 1)
+    am = _mask(lengths, max(lengths))
+    packing = Packing(am, buckets=True)
+    x = torch.randn(len(lengths), max(lengths), 3, generator=g)
+    packed = packing.pack(x)
+    torch.testing.assert_close(packing.unpack(packed), x * am[..., None])  # every token once, any order
+    assert packing.buckets[0].start == 0 and packing.buckets[-1].end == len(packed) == sum(lengths)
+    cost = 0
+    for before, bucket in zip([None] + packing.buckets, packing.buckets):
+        assert before is None or before.end == bucket.start
+        rows = bucket.unpack(packed)  # (rows, length, 3): its rows, padded to its longest only
+        assert rows.shape[:2] == (bucket.rows, bucket.length) and bucket.mask.shape == (bucket.rows, 1, 1, bucket.length)
+        torch.testing.assert_close(bucket.pack(rows), packed[bucket.start:bucket.end])
+        assert bool(bucket.mask[:, 0, 0, -1].any())  # its longest row fills it
+        cost += bucket.rows * bucket.length ** 2 + unpadding.BUCKET_COST
+    assert cost == _brute_force_cost(lengths, unpadding.BUCKET_COST)
+
+
+def test_bucketed_encoder_block_equals_padded_at_real_positions():
+    torch.manual_seed(0)
+    block = EncoderBlock(16, 4, 32, dropout=0.0)
+    am = _mask([70, 3, 5, 68, 1, 12, 30, 4], 70)
+    x = torch.randn(8, 70, 16)
+    packing = Packing(am, buckets=True)
+    assert len(packing.buckets) > 1
+
+    def run(packed):
+        block.zero_grad()
+        source = x.clone().requires_grad_()
+        if packed:
+            out = packing.unpack(block(packing.pack(source), padding_mask(am), packing=packing)[0])
+        else:
+            out = block(source, padding_mask(am))[0]
+        out[am.bool()].square().sum().backward()
+        return out[am.bool()], source.grad, [p.grad.clone() for p in block.parameters()]
 
     (out_a, gx_a, gp_a), (out_b, gx_b, gp_b) = run(False), run(True)
     torch.testing.assert_close(out_b, out_a)
