@@ -10,8 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
+from bertlab.interop import load_model, load_pretrained, resolve
+from bertlab.interop.google_bert import hf_name, read_google_checkpoint
 from bertlab.interop.tf_checkpoint import TFCheckpoint, crc32c
+from bertlab.models import BertForPreTraining
 from cli_cases import write
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "tf_checkpoints"
@@ -26,6 +30,15 @@ OPTIMIZER_STATE = ("/adam_m", "/adam_v", "global_step")
 def golden(name) -> dict:
     with np.load(GOLDEN / f"tensors_{name}.npz") as f:
         return {key: f[key] for key in f.files}
+
+
+@pytest.fixture(scope="module")
+def outputs():
+    with np.load(GOLDEN / "outputs.npz") as f:
+        out = {key: f[key] for key in f.files}
+    for key in ("input_ids", "input_mask", "segment_ids"):
+        out[key] = torch.from_numpy(out[key]).long()
+    return out
 
 
 def bitwise_crc32c(data: bytes) -> int:
@@ -144,3 +157,101 @@ def test_not_a_checkpoint_and_unknown_dtypes_are_named(tmp_path):
     with pytest.raises(ValueError, match=f"tensor {name} has TensorFlow dtype string"):
         checkpoint.tensor(name)
     assert os.path.exists(fake)
+
+
+# --- google's names ----------------------------------------------------------------------------------
+def test_google_names_map_to_hf_names():
+    assert hf_name("bert/encoder/layer_1/attention/self/query/kernel") == (
+        "bert.encoder.layer.1.attention.self.query.weight", True)
+    assert hf_name("bert/encoder/layer_11/output/LayerNorm/gamma") == ("bert.encoder.layer.11.output.LayerNorm.weight",
+                                                                      False)
+    assert hf_name("bert/embeddings/LayerNorm/beta") == ("bert.embeddings.LayerNorm.bias", False)
+    assert hf_name("cls/predictions/output_bias") == ("cls.predictions.bias", False)
+    assert hf_name("cls/seq_relationship/output_weights") == ("cls.seq_relationship.weight", False)
+    assert hf_name("output_weights") == ("classifier.weight", False)
+    assert hf_name("bert/encoder/layer_0/output/LayerNorm/kernel") is None
+    assert hf_name("bert/encoder/layer_0/output/dense/gamma") is None
+
+
+def test_optimizer_state_is_skipped_and_kernels_transposed():
+    expected = golden("pretraining")
+    state = read_google_checkpoint(CHECKPOINTS["pretraining"])
+    weights = [n for n in expected if not n.endswith(OPTIMIZER_STATE)]
+    assert len(weights) < len(expected) and len(state) == len(weights) == 46
+    assert not [n for n in state if "adam" in n or "step" in n]
+    assert np.array_equal(state["bert.pooler.dense.weight"].numpy(), expected["bert/pooler/dense/kernel"].T)
+    assert np.array_equal(state["cls.seq_relationship.weight"].numpy(), expected["cls/seq_relationship/output_weights"])
+    assert state["bert.encoder.layer.1.intermediate.dense.weight"].shape == (37, 16)
+
+
+def test_an_unknown_variable_is_an_error_naming_it(monkeypatch):
+    names = TFCheckpoint.names
+    monkeypatch.setattr(TFCheckpoint, "names", lambda self: names(self) + ["cls/squad/output_weights"])
+    with pytest.raises(ValueError, match="neither BERT weights nor optimizer state: cls/squad/output_weights"):
+        read_google_checkpoint(CHECKPOINTS["pretraining"])
+
+
+# --- the models -------------------------------------------------------------------------------------
+@torch.inference_mode()
+def test_the_pretraining_model_computes_what_google_computed_in_tensorflow(outputs):
+    loaded = load_model(PRETRAINED)
+    assert loaded.kind == "bert" and isinstance(loaded.model, BertForPreTraining)
+    assert not loaded.extra["report"].unused
+    ids, types, mask = outputs["input_ids"], outputs["segment_ids"], outputs["input_mask"]
+    mlm, nsp = loaded.model(ids, types, mask)[:2]
+    real = mask.bool()
+    torch.testing.assert_close(torch.log_softmax(mlm, -1)[real], torch.from_numpy(outputs["mlm_log_probs"])[real],
+                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(torch.log_softmax(nsp, -1), torch.from_numpy(outputs["nsp_log_probs"]), atol=1e-5, rtol=0)
+    encoder = loaded.model.bert(ids, types, mask)
+    torch.testing.assert_close(encoder.sequence_output[real], torch.from_numpy(outputs["sequence_output"])[real],
+                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(encoder.pooled_output, torch.from_numpy(outputs["pooled_output"]), atol=1e-5, rtol=0)
+
+
+def test_uncased_by_google_naming_and_tokens_as_google_tokenized(outputs):
+    _, tokenizer, _ = load_pretrained(PRETRAINED)
+    assert tokenizer.do_lower_case
+    for row, pair in enumerate(outputs["sentences"]):
+        ids = tokenizer.encode(*str(pair).split(" ||| ")).input_ids
+        assert ids == outputs["input_ids"][row][:len(ids)].tolist()
+        assert outputs["input_mask"][row].sum() == len(ids)
+
+
+def test_a_cased_name_is_cased_and_the_vocab_contradiction_noted(tmp_path, capsys):
+    cased = tmp_path / "cased_L-2_H-16_A-4"
+    shutil.copytree(PRETRAINED, cased)
+    _, tokenizer, _ = load_pretrained(cased)
+    assert not tokenizer.do_lower_case
+    assert "google's naming" in capsys.readouterr().err  # its vocab has no upper-case tokens
+    _, tokenizer, _ = load_pretrained(cased, do_lower_case=True)  # google folders record no casing: the caller's word
+    assert tokenizer.do_lower_case
+
+
+@torch.inference_mode()
+def test_the_sharded_checkpoint_loads_the_same_model():
+    one, _, _ = load_pretrained(PRETRAINED, BertForPreTraining)
+    two, _, _ = load_pretrained(SHARDED, BertForPreTraining)
+    for (name, a), b in zip(one.state_dict().items(), two.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+@torch.inference_mode()
+def test_the_run_classifier_checkpoint_computes_what_tensorflow_computed(outputs):
+    loaded = load_model(CLASSIFIER)  # its `checkpoint` file names model.ckpt-2 by an absolute path from elsewhere
+    assert type(loaded.model).__name__ == "BertForSequenceClassification" and loaded.model.num_labels == 3
+    logits = loaded.model(outputs["input_ids"], outputs["segment_ids"], outputs["input_mask"])
+    torch.testing.assert_close(logits, torch.from_numpy(outputs["classifier_logits"]), atol=1e-5, rtol=0)
+
+
+def test_a_checkpoint_prefix_means_its_folder(tmp_path):
+    assert resolve(PRETRAINED / "bert_model.ckpt") == str(PRETRAINED)
+    assert resolve(str(CLASSIFIER / "model.ckpt-2.index")) == str(CLASSIFIER)
+    folder = _copy(CLASSIFIER, tmp_path)
+    for suffix in (".index", ".data-00000-of-00001"):
+        shutil.copy(folder / f"model.ckpt-2{suffix}", folder / f"model.ckpt-1{suffix}")
+    with pytest.raises(ValueError, match="model.ckpt-1: its folder is read by its checkpoint model.ckpt-2"):
+        resolve(folder / "model.ckpt-1")
+    (folder / "checkpoint").unlink()
+    with pytest.raises(ValueError, match="holds 2 TensorFlow checkpoints"):
+        load_pretrained(folder)
