@@ -16,7 +16,7 @@ from bertlab.interop import load_model, load_pretrained, resolve
 from bertlab.interop.google_bert import hf_name, read_google_checkpoint
 from bertlab.interop.tf_checkpoint import TFCheckpoint, crc32c
 from bertlab.models import BertForPreTraining
-from cli_cases import write
+from cli_cases import assert_error, assert_ok, run_cli, write
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "tf_checkpoints"
 PRETRAINED = GOLDEN / "uncased_L-2_H-16_A-4"
@@ -255,3 +255,54 @@ def test_a_checkpoint_prefix_means_its_folder(tmp_path):
     (folder / "checkpoint").unlink()
     with pytest.raises(ValueError, match="holds 2 TensorFlow checkpoints"):
         load_pretrained(folder)
+
+
+# --- bertlab convert and HF transformers ----------------------------------------------------------------
+@torch.inference_mode()
+def test_convert_gives_a_folder_hf_loads_with_identical_outputs(tmp_path, outputs):
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path / "hf"
+    assert_ok(run_cli("convert", PRETRAINED, "-o", out))
+    assert sorted(os.listdir(out)) == ["config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"]
+    theirs, info = transformers.BertForPreTraining.from_pretrained(out, output_loading_info=True)
+    assert not any(info.values()), info
+    _, info = transformers.BertModel.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"] and not info["mismatched_keys"], info
+    assert all(k.startswith("cls.") for k in info["unexpected_keys"])  # the heads, as with HF's own checkpoints
+    ours = load_model(PRETRAINED).model
+    ids, types, mask = outputs["input_ids"], outputs["segment_ids"], outputs["input_mask"]
+    want = theirs.eval()(input_ids=ids, token_type_ids=types, attention_mask=mask)
+    got = ours(ids, types, mask)
+    real = mask.bool()
+    torch.testing.assert_close(got[0][real], want.prediction_logits[real], atol=1e-5, rtol=0)
+    torch.testing.assert_close(got[1], want.seq_relationship_logits, atol=1e-5, rtol=0)
+
+
+@torch.inference_mode()
+def test_convert_a_run_classifier_checkpoint_for_predict(tmp_path, outputs):
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path / "mnli"
+    assert_ok(run_cli("convert", CLASSIFIER, "-o", out, "--task", "mnli"))
+    theirs, info = transformers.BertForSequenceClassification.from_pretrained(out, output_loading_info=True)
+    assert not any(info.values()), info
+    assert theirs.config.id2label == {0: "contradiction", 1: "entailment", 2: "neutral"}
+    want = theirs.eval()(input_ids=outputs["input_ids"], token_type_ids=outputs["segment_ids"],
+                         attention_mask=outputs["input_mask"]).logits
+    torch.testing.assert_close(want, torch.from_numpy(outputs["classifier_logits"]), atol=1e-5, rtol=0)
+    pairs = [str(p).split(" ||| ") for p in outputs["sentences"]]
+    dev = write(tmp_path / "dev.tsv", "sentence1\tsentence2\tgold_label\n" + "".join(
+        f"{a}\t{b}\t{label}\n" for (a, b), label in zip(pairs, ["neutral", "entailment", "contradiction"])))
+    result = assert_ok(run_cli("predict", "--model", out, dev, "--quiet"))
+    assert len(result.out.splitlines()) == 3 and '"accuracy"' in result.err
+    assert_error(run_cli("convert", CLASSIFIER, "-o", out, "--task", "mnli"), "already holds a model", "--overwrite")
+    assert_error(run_cli("convert", CLASSIFIER, "-o", out, "--task", "mrpc", "--overwrite"), "3 outputs",
+                 "mrpc has 2 labels")
+    assert_error(run_cli("convert", PRETRAINED, "-o", tmp_path / "x", "--labels", "a,b"), "not a fine-tuned classifier")
+
+
+def test_convert_one_checkpoint_of_a_folder_with_named_labels_and_casing(tmp_path):
+    out = tmp_path / "named"
+    assert_ok(run_cli("convert", CLASSIFIER / "model.ckpt-2", "-o", out, "--labels", "no,maybe,yes", "--cased"))
+    loaded = load_model(out)
+    assert loaded.model.num_labels == 3 and not loaded.tokenizer.do_lower_case
+    assert_error(run_cli("convert", tmp_path / "no-such-checkpoint", "-o", tmp_path / "y"), "no-such-checkpoint")
