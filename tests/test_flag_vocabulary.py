@@ -14,7 +14,7 @@ TRAINING = {  # command: the shared flags it has no use for
     "translate-train": {"batch_size"},  # it batches by --max-tokens
 }
 FOLDER_WRITERS = [["vocab"], ["create-pretraining-data"], ["data", "english-corpus"], ["data", "python-docs"],
-                  ["data", "gettext"]]
+                  ["data", "gettext"], ["convert"]]
 
 
 def _subparser(*path):

@@ -1,4 +1,4 @@
-"""The classes of bad input that every command meets, across all sixteen subcommands at once: a
+"""The classes of bad input that every command meets, across all seventeen subcommands at once: a
 missing input, an output whose parent is a file, and --help / --version without torch. The
 classes particular to a family (empty, blank-only and non-UTF-8 inputs, broken model folders,
 invalid numbers, existing outputs, non-ASCII and very long text) are in test_hardening_*.py."""
@@ -18,6 +18,7 @@ from test_translation_training import write_corpus
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: threads only add overhead
 
 TEXT = "the cat sat on the mat .\nthe dog ran .\n"
+GOOGLE_FOLDER = os.path.join(os.path.dirname(__file__), "..", "data", "tf_checkpoints", "uncased_L-2_H-16_A-4")
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +81,7 @@ def command_lines(f, source, out):
                              ["extract-features", f["text"], "--model", f["bert"], "-o", out + ".jsonl"]),
         "fill-mask": (None, None),
         "attention": (None, ["attention", "--model", f["bert"], "-o", out + ".png", "the cat sat"]),
+        "convert": (["convert", source, "-o", out], ["convert", GOOGLE_FOLDER, "-o", out]),
         "pretrain": (["pretrain", "--data", source, "--out", out, "--preset", "tiny", "--max-steps", "1"],
                      ["pretrain", "--data", f["shards"], "--out", out, "--preset", "tiny", "--max-steps", "1",
                       "--batch-size", "2"]),

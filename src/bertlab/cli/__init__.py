@@ -8,7 +8,7 @@ import traceback
 from .. import __version__
 from . import embed, similar, tokenize
 from . import generate, gpt_train
-from . import attention, extract_features, fill_mask
+from . import attention, convert, extract_features, fill_mask
 from . import finetune, predict
 from . import data
 from . import create_pretraining_data, vocab
@@ -16,7 +16,7 @@ from . import pretrain
 from . import translate, translate_train
 
 COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, extract_features, fill_mask, attention,
-            pretrain, vocab, create_pretraining_data, data, translate_train, translate]
+            convert, pretrain, vocab, create_pretraining_data, data, translate_train, translate]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,6 +4,7 @@ before any work, and the stderr notes that say what was done to the input (trunc
 
 
 MODEL_HELP = ("an HF-format BERT folder (config.json, model.safetensors or pytorch_model.bin, vocab.txt), "
+              "a google-research/bert folder (bert_config.json, vocab.txt, bert_model.ckpt.index and .data-*), "
               "or 'minilm' for the packaged all-MiniLM-L6-v2")
 
 

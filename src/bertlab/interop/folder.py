@@ -1,5 +1,6 @@
 """The model folder every bertlab model is saved in, HF's layout: config.json beside
-model.safetensors (or, read only, pytorch_model.bin). What loading the weights did is a LoadReport.
+model.safetensors (or, read only, pytorch_model.bin or google's TensorFlow checkpoint). What
+loading the weights did is a LoadReport.
 
 Only the file I/O lives here; each family's names (hf_bert, hf_gpt2) and folder extras
 (translation_folder, finetune/folder) sit in their own modules, and load.py picks between them.
@@ -38,7 +39,8 @@ class LoadReport:
 
 
 def read_state_dict(folder) -> dict:
-    """The tensors of model.safetensors (preferred) or pytorch_model.bin in `folder`."""
+    """The tensors of model.safetensors (preferred) or pytorch_model.bin in `folder`, or of the
+    TensorFlow checkpoint of a google-research/bert folder, under HF's names (google_bert.py)."""
     st, pt = os.path.join(folder, "model.safetensors"), os.path.join(folder, "pytorch_model.bin")
     if os.path.exists(st):
         return read_safetensors(st)
@@ -52,7 +54,14 @@ def read_state_dict(folder) -> dict:
             raise ValueError(f"{pt}: holds a {type(tensors).__name__}, not a dict of tensors")
         check_finite_tensors(tensors, pt)
         return tensors
-    raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
+    from .google_bert import find_checkpoint, read_google_checkpoint
+    prefix = find_checkpoint(folder)
+    if prefix is not None:
+        tensors = read_google_checkpoint(prefix)
+        check_finite_tensors(tensors, prefix)
+        return tensors
+    raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin, and no TensorFlow checkpoint "
+                            "(bert_model.ckpt.index)")
 
 
 def write_hf_folder(folder, config: dict, tensors: dict):

@@ -7,11 +7,14 @@ files and config, picks the loader of its kind and returns one LoadedModel.
     "gpt"         config.json with model_type "gpt2"            hf_gpt2.load_gpt2
     "bert"        config.json (model_type "bert") or            pretrained.load_pretrained, the class
                   bert_config.json                              named by config.json's architectures
+                  (google-research/bert: and a TF checkpoint,   or, in a google folder, by the heads
+                  bert_model.ckpt.index)                        its checkpoint holds
 """
 import os
 from dataclasses import dataclass, field
 
 from ..io import read_json
+from .google_bert import google_architecture, is_google_folder
 from .pretrained import load_pretrained, resolve
 
 # The BERT classes a config's `architectures` can name; HF's BertForMaskedLM loads as
@@ -32,8 +35,9 @@ class LoadedModel:
 
 
 def load_model(folder, device="cpu") -> LoadedModel:
-    """The model saved in `folder` (any folder bertlab writes, an HF BERT or GPT-2 folder, or a
-    packaged name such as "minilm"), dispatched on what the folder holds (module docstring)."""
+    """The model saved in `folder` (any folder bertlab writes, an HF BERT or GPT-2 folder, a
+    google-research/bert folder or a packaged name such as "minilm"), dispatched on what the folder
+    holds (module docstring)."""
     # finetune sits above interop; its folder module is imported here because a fine-tuned model
     # may be read while a save replaces it (readable_folder), and only its loader knows task.json.
     from ..finetune.folder import load_finetuned, readable_folder
@@ -50,7 +54,8 @@ def load_model(folder, device="cpu") -> LoadedModel:
     if kind != "bert":
         raise ValueError(f"{path}: config model_type {kind!r} is not a model bertlab reads "
                          "(bert, gpt2, or a translation or fine-tuned folder bertlab wrote)")
-    architecture = (config.get("architectures") or ["BertModel"])[0]
+    default = google_architecture(path) if is_google_folder(path) else "BertModel"
+    architecture = (config.get("architectures") or [default])[0]
     if architecture == "BertForMaskedLM":
         from ..inference.fill_mask import load_masked_lm  # inference sits above interop: imported when needed
         model, tokenizer = load_masked_lm(path)

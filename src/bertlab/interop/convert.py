@@ -1,0 +1,76 @@
+"""`bertlab convert`: a google-research/bert folder (or one TensorFlow checkpoint in it) written
+out as an HF-format folder -- config.json, model.safetensors, vocab.txt, tokenizer_config.json --
+which HF transformers and every bertlab command load without TensorFlow and without a guess at
+the casing."""
+import os
+
+from ..models import BertForPreTraining, BertForSequenceClassification, BertModel
+from .google_bert import find_checkpoint, read_google_checkpoint
+from .hf_bert import load_state_dict_strict, save_pretrained
+from .pretrained import check_layers_used, load_tokenizer, read_config
+
+
+def locate(source) -> tuple[str, str]:
+    """(folder, checkpoint prefix) of a google folder or of a checkpoint prefix inside one."""
+    source = os.fspath(source)
+    if os.path.isdir(source):
+        prefix = find_checkpoint(source)
+        if prefix is None:
+            raise FileNotFoundError(f"{source}: no TensorFlow checkpoint (bert_model.ckpt.index, or a `checkpoint` "
+                                    "file naming one)")
+        return source, prefix
+    prefix = source[:-len(".index")] if source.endswith(".index") else source
+    if not os.path.isfile(prefix + ".index"):
+        raise FileNotFoundError(f"{source}: neither a folder nor a TensorFlow checkpoint (no {prefix}.index)")
+    return os.path.dirname(prefix) or ".", prefix
+
+
+def model_for(state: dict, config):
+    """The model the checkpoint's heads make: run_classifier's output layer (its rows are the labels),
+    run_pretraining's masked-LM and NSP heads, or the encoder alone."""
+    if "classifier.weight" in state:
+        return BertForSequenceClassification(config, state["classifier.weight"].shape[0], init_weights=False)
+    if "cls.predictions.bias" in state and "cls.seq_relationship.weight" in state:
+        return BertForPreTraining(config, init_weights=False)
+    return BertModel(config, init_weights=False)
+
+
+def load_google(source, do_lower_case=None):
+    """(model, tokenizer) of a google folder or checkpoint prefix, every weight of the model from the checkpoint."""
+    folder, prefix = locate(source)
+    config = read_config(folder)
+    tokenizer = load_tokenizer(folder, do_lower_case, config)
+    state = read_google_checkpoint(prefix)
+    model = model_for(state, config)
+    check_layers_used(load_state_dict_strict(model, state, prefix), prefix, config)
+    return model.eval(), tokenizer
+
+
+def convert_google_checkpoint(source, out, do_lower_case=None, task=None, labels=None):
+    """Write the google checkpoint `source` to the folder `out` in HF's layout; returns the model.
+
+    A run_classifier checkpoint becomes a BertForSequenceClassification folder. Its label names are
+    not in the checkpoint: `labels` names them in checkpoint order (config.json's id2label), and a
+    fine-tuning `task` (finetune.tasks.make_task, e.g. "mrpc", whose labels are in the order of
+    google's processors) also writes task.json, so that `bertlab predict` can use the folder.
+    """
+    model, tokenizer = load_google(source, do_lower_case)
+    rows = getattr(model, "num_labels", None)
+    if (task is not None or labels) and not rows:
+        raise ValueError(f"{source}: not a fine-tuned classifier (no output_weights), so it has no labels to name")
+    if task is not None:
+        labels = task.labels
+        if labels is None or len(labels) != rows:
+            raise ValueError(f"{source}: the classifier has {rows} outputs, task {task.name} has "
+                             f"{'no labels (regression)' if labels is None else f'{len(labels)} labels'}")
+        from ..finetune.folder import save_finetuned  # finetune sits above interop: imported when needed
+        save_finetuned(out, model, tokenizer, task)
+        return model
+    extra = {}
+    if labels:
+        if len(labels) != rows:
+            raise ValueError(f"{source}: the classifier has {rows} outputs, but {len(labels)} labels were given")
+        extra = {"id2label": {str(i): str(label) for i, label in enumerate(labels)},
+                 "label2id": {str(label): i for i, label in enumerate(labels)}}
+    save_pretrained(model, out, tokenizer, extra_config=extra)
+    return model
