@@ -239,6 +239,8 @@ def write_classifier(config, rng):
             perturb(session, [v for v in v1.trainable_variables() if v.name.startswith("output_")], rng)
             v1.train.Saver().save(session, os.path.join(CLASSIFIER, "model.ckpt"), global_step=2,
                                   write_meta_graph=False)
+    # the `checkpoint` file names the checkpoint relative to its folder, not by this machine's path
+    v1.train.update_checkpoint_state(CLASSIFIER, "model.ckpt-2", all_model_checkpoint_paths=["model.ckpt-2"])
 
 
 def classifier_logits(config, features):
