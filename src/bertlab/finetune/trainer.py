@@ -27,15 +27,13 @@ from .folder import finish_swap, save_finetuned
 @dataclass(kw_only=True)
 class FinetuneSettings(RunSettings):
     """The shared run settings with google-research/bert's run_classifier defaults, and fine-tuning's
-    own. The notes sweep batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs {2, 3, 4} (see grid.py).
-    eval_every: optimizer steps between dev evaluations and checkpoints, default once per epoch;
-    max_steps, when set, replaces epochs."""
+    own; the notes sweep batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs {2, 3, 4} (grid.py)."""
     out: str | None = None  # the run folder; finetune() sets it from its out_dir
     epochs: float = 3.0
     lr: float = 5e-5
     warmup_proportion: float = 0.1  # the share of the steps spent warming up (`warmup` stays 0)
-    max_steps: int | None = None
-    eval_every: int | None = None
+    max_steps: int | None = None  # when set, replaces epochs
+    eval_every: int | None = None  # steps between dev evaluations and checkpoints; default once per epoch
     patience: int | None = None  # stop after this many evaluations without a better dev score
     group_by_length: bool = False  # plain shuffling; grouping cost ~1.4 points on short texts (README)
     eval_batch_size: int = 64
@@ -146,15 +144,18 @@ class FineTuning(Objective):
         return self.model.config
 
     def setup(self, run):
-        self.run = run
-        self.train_features, self.dev_features = _features(self.task, self.tokenizer, self.train_examples,
-                                                           self.dev_examples, self.model.config, run.is_main)
-        self.fingerprint = hashlib.sha256(repr(self.train_features).encode()).hexdigest()
-        s = self.s
-        self.batches = Batches(self.task, self.train_features, s.batch_size, s.group_by_length, s.seed,
-                               self.tokenizer.pad_token_id, run.device, run.info.rank, run.info.world_size)
-        if run.is_main:
+        task, tokenizer, s, self.run = self.task, self.tokenizer, self.s, run
+        self.train_features = task.featurize(self.train_examples, tokenizer)
+        self.dev_features = task.featurize(self.dev_examples, tokenizer) if self.dev_examples else []
+        task.check_positions(self.train_features + self.dev_features, self.model.config.max_position_embeddings)
+        if run.is_main:  # how much an epoch holds (examples, windows, truncations): windows multiply its work
+            write(f"{task.name}: an epoch holds {task.describe(self.train_examples, self.train_features)}")
+            if self.dev_examples:
+                write(f"{task.name}: dev holds {task.describe(self.dev_examples, self.dev_features)}")
             finish_swap(self.folder)  # a model replacement that a kill interrupted
+        self.fingerprint = hashlib.sha256(repr(self.train_features).encode()).hexdigest()
+        self.batches = Batches(task, self.train_features, s.batch_size, s.group_by_length, s.seed,
+                               tokenizer.pad_token_id, run.device, run.info.rank, run.info.world_size)
         return self.model.to(run.device)
 
     def plan(self, s):
@@ -230,32 +231,16 @@ class FineTuning(Objective):
             save_finetuned(self.folder, model, self.tokenizer, self.task)
 
     def summary(self, summary):
-        task, dev = self.task, bool(self.dev_examples)
-        summary = {"task": task.name, "metric": task.metric, **summary,
-                   "kept_model": f"best dev {task.metric}" if dev else "last step (no dev set to score)",
-                   "train_examples_per_s": summary["examples_per_s"], "minutes": summary["seconds"] / 60,
-                   "settings": self.s.to_dict()}
-        if dev:
-            summary.update(best_score=self.best["score"], best_step=self.best["step"], dev=self.best["metrics"])
-        return summary
+        metric, best = self.task.metric, self.best
+        kept = {"kept_model": f"best dev {metric}", "best_score": best["score"], "best_step": best["step"],
+                "dev": best["metrics"]} if self.dev_examples else {"kept_model": "last step (no dev set to score)"}
+        return {"task": self.task.name, "metric": metric, **summary, **kept, "settings": self.s.to_dict(),
+                "train_examples_per_s": summary["examples_per_s"], "minutes": summary["seconds"] / 60}
 
     def curves(self, records, out, title):
         c = self.model.config
         plot_learning_curve(records, os.path.join(out, "curves.png"), self.task.metric,
                             title=f"{self.task.name}, BERT L{c.num_hidden_layers}/H{c.hidden_size}")
-
-
-def _features(task, tokenizer, train_examples, dev_examples, config, say: bool) -> tuple[list, list]:
-    """The training and dev features, checked against the model's positions; how much an epoch holds
-    (examples, windows, truncations) is said on stderr, since windows multiply its work."""
-    train_features = task.featurize(train_examples, tokenizer)
-    dev_features = task.featurize(dev_examples, tokenizer) if dev_examples else []
-    task.check_positions(train_features + dev_features, config.max_position_embeddings)
-    if say:
-        write(f"{task.name}: an epoch holds {task.describe(train_examples, train_features)}")
-        if dev_examples:
-            write(f"{task.name}: dev holds {task.describe(dev_examples, dev_features)}")
-    return train_features, dev_features
 
 
 def finetune(task, model, tokenizer, train_examples, dev_examples, out_dir, s: FinetuneSettings) -> dict:
