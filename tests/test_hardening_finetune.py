@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from bertlab.finetune import folder as folder_module
-from bertlab.finetune import trainer as trainer_module
 from bertlab.finetune.classification import SequenceClassificationTask
 from bertlab.finetune.folder import finish_swap, load_finetuned, readable_folder, save_finetuned
 from bertlab.finetune.tasks import make_task
 from bertlab.finetune.trainer import FinetuneSettings
+from bertlab.training import engine
 from cli_cases import BROKEN, NON_UTF8, assert_error, assert_ok, broken_copy, run_cli, write
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: threads only add overhead
@@ -402,14 +402,14 @@ class Killed(KeyboardInterrupt):
 def kill_at_step(monkeypatch, step):
     """Make the training step number `step` raise, as a kill would stop the process there."""
     calls = {"n": 0}
-    real = trainer_module.train_step
+    real = engine.train_step
 
     def train_step(*args, **kwargs):
         calls["n"] += 1
         if calls["n"] == step:
             raise Killed
         return real(*args, **kwargs)
-    monkeypatch.setattr(trainer_module, "train_step", train_step)
+    monkeypatch.setattr(engine, "train_step", train_step)
 
 
 @pytest.fixture(scope="module")

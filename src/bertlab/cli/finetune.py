@@ -1,6 +1,5 @@
 """bertlab finetune: train a BERT checkpoint on a labelled task; the best dev model becomes a folder."""
 import json
-import os
 import sys
 
 from ..finetune.tasks import TASK_NAMES, WINDOWED
@@ -111,51 +110,20 @@ def _column(value, args):
 def settings_from(args):
     from ..finetune.trainer import FinetuneSettings
     return FinetuneSettings(
-        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, warmup_proportion=args.warmup_proportion,
-        weight_decay=args.weight_decay, grad_accum=args.grad_accum, grad_clip=args.grad_clip,
-        eval_every=args.eval_every, patience=args.patience, max_steps=args.max_steps, max_minutes=args.max_minutes,
-        group_by_length=args.group_by_length, seed=args.seed, device=args.device, precision=args.precision,
-        progress=not args.quiet, resume=args.resume)
-
-
-def check_flags(args):
-    """Flag combinations that cannot work, refused before any work."""
-    if args.grid and args.resume:
-        raise ValueError("--resume continues one run; a --grid is started again with --overwrite")
-    if not (args.dev or args.data_dir):
-        for flag in ("grid", "patience"):
-            if getattr(args, flag):
-                raise ValueError(f"--{flag} compares dev scores: give --dev (or --data-dir for a GLUE task)")
+        out=args.out, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+        warmup_proportion=args.warmup_proportion, weight_decay=args.weight_decay, grad_accum=args.grad_accum,
+        grad_clip=args.grad_clip, eval_every=args.eval_every, patience=args.patience, max_steps=args.max_steps,
+        max_minutes=args.max_minutes, group_by_length=args.group_by_length, seed=args.seed, device=args.device,
+        precision=args.precision, progress=not args.quiet, resume=args.resume)
 
 
 def run(args):
-    from ..finetune.grid import run_grid
-    from ..finetune.predict import predict_file
-    from ..finetune.setup import load_base_model, prepare_output, read_splits
+    from ..finetune.job import finetune_job
     from ..finetune.tasks import make_task
-    from ..finetune.trainer import finetune
-    from ..io import atomic_write_text
-    from ..training.metrics import MetricsLog, plot_learning_curve
-    check_flags(args)
-    s = settings_from(args)
     length = {"max_seq_length": args.max_seq_length} if args.max_seq_length else {}  # else the task's default
     task = make_task(args.task, **length, **task_options(args))
-    splits = read_splits(task, args.train, args.dev, args.test, args.data_dir)
-    added = args.add_tokens.split(",") if args.add_tokens else []
-    base = lambda: load_base_model(task, args.model, args.init, added, quiet=args.quiet, seed=args.seed)  # noqa: E731
-    model, tokenizer = base()  # a broken model folder is found before OUT is touched
-    prepare_output(args.out, args.resume, args.overwrite)
-    if args.grid:
-        del model  # every run of the grid starts from a fresh copy
-        summary = run_grid(task, base, splits, args.out, s)
-    else:
-        summary = finetune(task, model, tokenizer, splits["train"], splits["dev"], args.out, s)
-        records = MetricsLog(os.path.join(args.out, "metrics.jsonl")).read()
-        plot_learning_curve(records, os.path.join(args.out, "curves.png"), task.metric,
-                            title=f"{task.name} from {args.model}")
-    if splits.get("test") and not summary.get("stopped_by_time"):
-        summary["test"] = predict_file(os.path.join(args.out, "model"), args.test or splits["test_path"],
-                                       os.path.join(args.out, "test_predictions.jsonl"), progress=not args.quiet)
-    atomic_write_text(os.path.join(args.out, "summary.json"), json.dumps(summary, indent=2, default=str) + "\n")
+    summary = finetune_job(task, args.model, settings_from(args), train=args.train, dev=args.dev, test=args.test,
+                           data_dir=args.data_dir, init=args.init, grid=args.grid, overwrite=args.overwrite,
+                           added_tokens=args.add_tokens.split(",") if args.add_tokens else ())
     keys = ("task", "metric", "best_score", "dev", "test") if "best_score" in summary else ("task", "kept_model", "test")
     print(json.dumps({k: summary[k] for k in keys if k in summary}), file=sys.stderr)

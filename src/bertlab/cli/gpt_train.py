@@ -1,5 +1,4 @@
 """bertlab gpt-train: train a GPT language model on text files."""
-import json
 import os
 import sys
 
@@ -74,7 +73,7 @@ def run(args):
     from ..training import run_inputs
     from ..training.checkpoint import check_resume
     from ..training.distributed import barrier, setup_distributed
-    from ..training.lm_trainer import GPTSettings, train_gpt
+    from ..training.lm_trainer import GPTSettings, report, train_gpt
     for path in args.files:
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")
@@ -101,8 +100,4 @@ def run(args):
         device=args.device, precision=args.precision, resume=args.resume, progress=not args.quiet)
     summary = train_gpt(settings, tokenizer)
     if info.is_main:
-        with open(os.path.join(data_dir, "meta.json"), encoding="utf-8") as f:
-            unigram = json.load(f)["unigram_val_perplexity"]
-        print(f"{summary['steps']} steps in {summary['seconds']:.0f} s ({summary['tokens_per_s']:,.0f} tokens/s); "
-              f"held-out perplexity {summary['val_perplexity']:.2f} vs unigram {unigram:.2f}\n"
-              f"model: {os.path.join(args.out, 'model')}\n{summary['samples']}", file=sys.stderr)
+        print(report(summary, args.out), file=sys.stderr)

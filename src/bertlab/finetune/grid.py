@@ -25,9 +25,10 @@ def run_grid(task, load_base, splits, out_dir, settings, grid=GRID) -> dict:
     for i, values in enumerate(combos, 1):
         run = replace(settings, **dict(zip(grid, values)))
         name = f"bs{run.batch_size}-lr{run.lr:g}-ep{run.epochs:g}"
+        folder = os.path.join(out_dir, "grid", name)
         write(f"grid {i}/{len(combos)}: {name}")
         model, tokenizer = load_base()
-        summary = finetune(task, model, tokenizer, splits["train"], splits["dev"], os.path.join(out_dir, "grid", name), run)
+        summary = finetune(task, model, tokenizer, splits["train"], splits["dev"], folder, replace(run, out=folder))
         results.append({"run": name, "best_score": summary["best_score"], "dev": summary["dev"]})
         atomic_write_text(os.path.join(out_dir, "grid.jsonl"), "".join(json.dumps(r) + "\n" for r in results))
         if best is None or summary["best_score"] > best[1]["best_score"]:

@@ -1,65 +1,53 @@
-"""Fine-tuning, the same loop for every task: AdamW with BERT's settings, warmup then linear decay,
-shuffled batches with dynamic padding, gradient accumulation and clipping, mixed precision where the
-device has it, evaluation on the dev set, early stopping, the best model kept as a folder that
-`bertlab predict` needs alone, and a checkpoint at each evaluation that `resume` continues exactly.
+"""Fine-tuning, one objective on the engine for every task: AdamW with BERT's settings (eps 1e-6),
+warmup for a proportion of the steps then linear decay, shuffled (or length-grouped) batches with
+dynamic padding, the task's loss, evaluation on the dev set, early stopping, and the best model kept
+as a folder that `bertlab predict` needs alone. fit() does the rest: accumulation, clipping,
+precision, torchrun, the time budget, checkpoints that `resume` continues exactly, the metrics log.
 """
 import hashlib
 import math
 import os
-import time
-from dataclasses import asdict, dataclass
-from functools import partial
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
-from ..device import autocast_dtype, pick_device
+from .. import validate
 from ..inference.embed import length_sorted_batches
 from ..progress import progress_bar, write
-from ..training.checkpoint import restore_run, save_checkpoint
-from ..training.engine import autocast_context, train_step
-from ..training.metrics import MetricsLog
+from ..training.distributed import gather_objects
+from ..training.engine import Objective, autocast_context, fit
+from ..training.metrics import plot_learning_curve
 from ..training.optim import make_adamw
 from ..training.schedules import make_scheduler
-from ..validate import check_fields, fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
+from ..training.settings import RunSettings, optional
 from .folder import finish_swap, save_finetuned
 
 
-@dataclass
-class FinetuneSettings:
-    # google-research/bert's run_classifier defaults; the notes sweep batch {16, 32} x lr {5e-5, 3e-5,
-    # 2e-5} x epochs {2, 3, 4} (see grid.py)
+@dataclass(kw_only=True)
+class FinetuneSettings(RunSettings):
+    """The shared run settings with google-research/bert's run_classifier defaults, and fine-tuning's
+    own; the notes sweep batch {16, 32} x lr {5e-5, 3e-5, 2e-5} x epochs {2, 3, 4} (grid.py)."""
+    out: str | None = None  # the run folder; finetune() sets it from its out_dir
     epochs: float = 3.0
-    batch_size: int = 32
     lr: float = 5e-5
-    warmup_proportion: float = 0.1
-    weight_decay: float = 0.01
-    grad_accum: int = 1
-    grad_clip: float = 1.0  # 0: no clipping
-    eval_every: int | None = None  # optimizer steps between evaluations and checkpoints; default once per epoch
+    warmup_proportion: float = 0.1  # the share of the steps spent warming up (`warmup` stays 0)
+    max_steps: int | None = None  # when set, replaces epochs
+    eval_every: int | None = None  # steps between dev evaluations and checkpoints; default once per epoch
     patience: int | None = None  # stop after this many evaluations without a better dev score
-    max_steps: int | None = None
-    max_minutes: float | None = None
     group_by_length: bool = False  # plain shuffling; grouping cost ~1.4 points on short texts (README)
     eval_batch_size: int = 64
-    seed: int = 0
-    device: str = "auto"
-    precision: str = "fp32"
-    progress: bool = True
-    resume: bool = False  # continue from out_dir/checkpoint.pt
+
+    def checks(self) -> dict:
+        v = validate
+        return {**super().checks(), "epochs": v.positive_float, "lr": v.positive_float,
+                "warmup_proportion": v.fraction, "patience": optional(v.positive_int),
+                "eval_batch_size": v.positive_int}
 
     def __post_init__(self):
-        optional = lambda check: partial(check, optional=True)  # noqa: E731
-        check_fields(self, {"epochs": positive_float, "batch_size": positive_int, "lr": positive_float,
-                            "warmup_proportion": fraction, "weight_decay": nonnegative_float,
-                            "grad_accum": positive_int, "grad_clip": nonnegative_float,
-                            "eval_every": optional(positive_int), "patience": optional(positive_int),
-                            "max_steps": optional(positive_int), "max_minutes": optional(positive_float),
-                            "eval_batch_size": positive_int, "seed": nonnegative_int})
-
-    def trajectory(self) -> dict:
-        """The settings that decide what the run computes: a resumed run must have the same ones."""
-        return {k: v for k, v in asdict(self).items() if k not in ("max_minutes", "device", "progress", "resume")}
+        super().__post_init__()
+        if self.warmup:
+            raise ValueError(f"warmup {self.warmup}: fine-tuning warms up for warmup_proportion of its steps")
 
 
 def length_grouped_batches(lengths, batch_size: int, rng: np.random.Generator, group_batches: int = 50):
@@ -74,35 +62,42 @@ def length_grouped_batches(lengths, batch_size: int, rng: np.random.Generator, g
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-class _Batches:
-    """An endless supply of training batches, epoch after epoch, moved to the device; its position
-    (state_dict) is plain lists and numbers, so a checkpoint resumes it exactly."""
+class Batches:
+    """An endless stream of training batches, epoch after epoch, drawn from `seed` alike in every
+    process; of each `world_size` batches in a row, process `rank` takes its own, so N processes
+    read what one process reads with N times the accumulation. The position (state_dict) is plain
+    lists and numbers, so a checkpoint resumes it exactly."""
 
-    def __init__(self, task, features, settings, pad_id, device):
-        self.task, self.features, self.s, self.pad_id, self.device = task, features, settings, pad_id, device
+    def __init__(self, task, features, batch_size: int, group_by_length: bool, seed: int, pad_id: int, device,
+                 rank: int = 0, world_size: int = 1):
+        self.task, self.features, self.batch_size, self.group_by_length = task, features, batch_size, group_by_length
+        self.pad_id, self.device, self.rank, self.world_size = pad_id, device, rank, world_size
         self.lengths = [task.feature_length(f) for f in features]
-        self.rng = np.random.default_rng(settings.seed)
-        self.queue, self.epoch, self.examples_seen = [], 0, 0
+        self.rng = np.random.default_rng(seed)
+        self.queue, self.epoch, self.examples = [], 0, 0
 
-    def __call__(self):
-        if not self.queue:
-            self.epoch += 1
-            if self.s.group_by_length:
-                self.queue = length_grouped_batches(self.lengths, self.s.batch_size, self.rng)
-            else:
-                order = self.rng.permutation(len(self.features))
-                self.queue = [order[i:i + self.s.batch_size] for i in range(0, len(order), self.s.batch_size)]
-        indices = self.queue.pop(0)
-        self.examples_seen += len(indices)
+    def __call__(self) -> dict:
+        indices = [self._draw() for _ in range(self.world_size)][self.rank]
+        self.examples += len(indices)
         batch = self.task.collate([self.features[i] for i in indices], self.pad_id)
         return {k: v.to(self.device) for k, v in batch.items()}
 
+    def _draw(self):
+        if not self.queue:
+            self.epoch += 1
+            if self.group_by_length:
+                self.queue = length_grouped_batches(self.lengths, self.batch_size, self.rng)
+            else:
+                order = self.rng.permutation(len(self.features))
+                self.queue = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        return self.queue.pop(0)
+
     def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "examples_seen": self.examples_seen, "rng": self.rng.bit_generator.state,
+        return {"epoch": self.epoch, "rng": self.rng.bit_generator.state,
                 "queue": [[int(i) for i in batch] for batch in self.queue]}
 
     def load_state_dict(self, state: dict):
-        self.epoch, self.examples_seen, self.queue = state["epoch"], state["examples_seen"], state["queue"]
+        self.epoch, self.queue = state["epoch"], state["queue"]
         self.rng.bit_generator.state = state["rng"]
 
 
@@ -125,147 +120,146 @@ def predict_outputs(task, model, features, pad_id=0, batch_size=64, autocast=Non
     return outputs
 
 
-@dataclass
-class _Tally:
-    """What a run counts as it goes (saved in its checkpoint): the best dev evaluation so far
-    (best_score None before the first), evaluations since then, and seconds spent in training steps."""
-    best_score: float | None = None
-    best_step: int = 0
-    best_metrics: dict | None = None
-    since_best: int = 0
-    train_seconds: float = 0.0
+class FineTuning(Objective):
+    """A task's loss on its training examples. With dev examples, each evaluation that beats the best
+    dev score so far saves the model to OUT/model (and patience counts those that do not); without,
+    the last step's model is saved there."""
+    unit = "examples"
+    keep_checkpoint = False  # a complete run has nothing to resume, and the checkpoint is 3x the model
+    log_speed = False        # metrics.jsonl holds what the run computes: a resumed log equals the whole one
+
+    def __init__(self, task, model, tokenizer, train_examples, dev_examples, s: FinetuneSettings):
+        if s.patience is not None and not dev_examples:
+            raise ValueError("patience counts evaluations without a better dev score: it needs dev examples")
+        self.task, self.model, self.tokenizer, self.s = task, model, tokenizer, s
+        self.train_examples, self.dev_examples = train_examples, dev_examples
+        self.name = f"finetune {task.name}"
+        self.find_unused_parameters = task.per_token_outputs  # token and span heads leave the pooler unused
+        self.folder = os.path.join(s.out, "model")
+        # the best dev evaluation so far (score None before the first), and evaluations since it
+        self.best = {"score": None, "step": 0, "metrics": None, "since": 0}
+        self.is_best = False
+
+    def config(self):
+        return self.model.config
+
+    def setup(self, run):
+        task, tokenizer, s, self.run = self.task, self.tokenizer, self.s, run
+        self.train_features = task.featurize(self.train_examples, tokenizer)
+        self.dev_features = task.featurize(self.dev_examples, tokenizer) if self.dev_examples else []
+        task.check_positions(self.train_features + self.dev_features, self.model.config.max_position_embeddings)
+        if run.is_main:  # how much an epoch holds (examples, windows, truncations): windows multiply its work
+            write(f"{task.name}: an epoch holds {task.describe(self.train_examples, self.train_features)}")
+            if self.dev_examples:
+                write(f"{task.name}: dev holds {task.describe(self.dev_examples, self.dev_features)}")
+            finish_swap(self.folder)  # a model replacement that a kill interrupted
+        self.fingerprint = hashlib.sha256(repr(self.train_features).encode()).hexdigest()
+        self.batches = Batches(task, self.train_features, s.batch_size, s.group_by_length, s.seed,
+                               tokenizer.pad_token_id, run.device, run.info.rank, run.info.world_size)
+        return self.model.to(run.device)
+
+    def plan(self, s):
+        per_epoch = math.ceil(len(self.train_features) / (s.batch_size * s.grad_accum * self.run.info.world_size))
+        return s.max_steps or max(1, math.ceil(s.epochs * per_epoch)), s.eval_every or per_epoch
+
+    def optimizer(self, model, s):
+        return make_adamw(model, s.lr, s.weight_decay, betas=(0.9, 0.999), eps=1e-6)
+
+    def scheduler(self, optimizer, s, total_steps):
+        return make_scheduler(optimizer, "linear", int(s.warmup_proportion * total_steps), total_steps, min_ratio=0.0)
+
+    def next_batch(self):
+        return self.batches()
+
+    def loss(self, model, batch):
+        return self.task.loss(self.task.forward(model, batch), batch)
+
+    def step_stats(self):
+        examples, self.batches.examples = self.batches.examples, 0
+        return {}, examples
+
+    def log_fields(self):
+        return {"epoch": self.batches.epoch}
+
+    def evaluate(self, model):
+        """The dev scores (each process predicts every N-th feature; all score the whole set), and
+        the model saved to OUT/model when they are the best so far."""
+        if not self.dev_examples:
+            return None
+        info, features = self.run.info, self.dev_features
+        mine = predict_outputs(self.task, model, features[info.rank::info.world_size], self.tokenizer.pad_token_id,
+                               self.s.eval_batch_size)
+        outputs = [None] * len(features)
+        for rank, part in enumerate(gather_objects(mine, info)):
+            outputs[rank::info.world_size] = part
+        scores = self.task.evaluate(self.dev_examples, features, outputs)
+        score = scores[self.task.metric]
+        score = -math.inf if math.isnan(score) else score  # NaN never compares better, and must not stick
+        self.is_best = self.best["score"] is None or score > self.best["score"]
+        if self.is_best:
+            self.best = {"score": score, "step": self.run.step, "metrics": scores, "since": 0}
+            if self.run.is_main:
+                save_finetuned(self.folder, model, self.tokenizer, self.task)
+        else:
+            self.best["since"] += 1
+        return scores
+
+    def describe(self, metrics):
+        text = " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if isinstance(v, float)) or "(no scores)"
+        return f"dev {text}" + (" (best)" if self.is_best else "")
+
+    def stop_reason(self):
+        if self.s.patience is not None and self.best["since"] >= self.s.patience:
+            return f"no better dev {self.task.metric} in {self.s.patience} evaluations"
+        return None
+
+    def state_dict(self):
+        return {"batches": self.batches.state_dict(), "best": self.best}
+
+    def load_state_dict(self, state):
+        self.batches.load_state_dict(state["batches"])
+        self.best = state["best"]
+
+    def identity(self):
+        """The task, the settings that decide what the run computes, and the training data."""
+        settings = {k: v for k, v in self.s.to_dict().items()
+                    if k not in ("out", "max_minutes", "save_every", "device", "sharding", "progress", "resume")}
+        return {**settings, "task": self.task.state(), "data": self.fingerprint}
+
+    def export(self, run, model, summary):
+        if not self.dev_examples:
+            save_finetuned(self.folder, model, self.tokenizer, self.task)
+
+    def summary(self, summary):
+        metric, best = self.task.metric, self.best
+        kept = {"kept_model": f"best dev {metric}", "best_score": best["score"], "best_step": best["step"],
+                "dev": best["metrics"]} if self.dev_examples else {"kept_model": "last step (no dev set to score)"}
+        return {"task": self.task.name, "metric": metric, **summary, **kept, "settings": self.s.to_dict(),
+                "train_examples_per_s": summary["examples_per_s"], "minutes": summary["seconds"] / 60}
+
+    def curves(self, records, out, title):
+        c = self.model.config
+        plot_learning_curve(records, os.path.join(out, "curves.png"), self.task.metric,
+                            title=f"{self.task.name}, BERT L{c.num_hidden_layers}/H{c.hidden_size}")
 
 
 def finetune(task, model, tokenizer, train_examples, dev_examples, out_dir, s: FinetuneSettings) -> dict:
-    """Train `model` on the task. With dev examples, each evaluation that beats the best dev score
-    saves the model to `out_dir/model`; without, the last step's model is saved there and no score
-    is reported. A checkpoint (out_dir/checkpoint.pt) is written at each evaluation and removed when
-    the run completes; `s.resume` continues from it. Returns a summary."""
-    if s.patience is not None and not dev_examples:
-        raise ValueError("patience counts evaluations without a better dev score: it needs dev examples")
-    torch.manual_seed(s.seed)
-    device = pick_device(s.device)
-    dtype = autocast_dtype(s.precision, device)
-    model.to(device).train()
-    train_features, dev_features = _features(task, tokenizer, train_examples, dev_examples, model.config)
-    steps_per_epoch = math.ceil(len(train_features) / (s.batch_size * s.grad_accum))
-    total = s.max_steps or max(1, math.ceil(s.epochs * steps_per_epoch))
-    optimizer = make_adamw(model, s.lr, s.weight_decay, betas=(0.9, 0.999), eps=1e-6)
-    scheduler = make_scheduler(optimizer, "linear", int(s.warmup_proportion * total), total, min_ratio=0.0)
-    eval_every = s.eval_every or steps_per_epoch
-    log, ckpt, folder = MetricsLog(f"{out_dir}/metrics.jsonl"), f"{out_dir}/checkpoint.pt", f"{out_dir}/model"
-    batches = _Batches(task, train_features, s, tokenizer.pad_token_id, device)
-    run = {"model": model.config.to_dict(hf=False), "task": task.state(), "settings": s.trajectory(),
-           "train_data": hashlib.sha256(repr(train_features).encode()).hexdigest()}
-    finish_swap(folder)  # a model replacement that a kill interrupted
-    step, tally = 0, _Tally()
-    if s.resume:
-        step, tally = _restore(ckpt, run, model, optimizer, scheduler, batches)
-        log.truncate_after(step)
-        write(f"resuming {ckpt} at step {step} of {total}")
-    else:
-        log.truncate_after(-1)  # a fresh run starts a fresh log
-    loss_of = lambda m, b: task.loss(task.forward(m, b), b)  # noqa: E731
-    start, first_step, early_stop, stopped_by_time = time.perf_counter(), step, False, False
-    bar = progress_bar(total=total, initial=step, desc=f"finetune {task.name}", unit="step", enabled=s.progress)
-    while step < total:
-        step += 1
-        tick = time.perf_counter()
-        loss = train_step(model, optimizer, scheduler, batches, s.grad_accum, s.grad_clip,
-                          autocast_context(device, dtype), loss_of=loss_of)
-        tally.train_seconds += time.perf_counter() - tick
-        if not math.isfinite(loss):
-            raise ValueError(f"step {step}: the training loss is {loss}; the run diverged (try a smaller --lr)")
-        log.write(step, "train", loss=loss, lr=scheduler.get_last_lr()[0], epoch=batches.epoch)
-        bar.update()
-        bar.set_postfix(loss=f"{loss:.4f}", ex_per_s=f"{batches.examples_seen / tally.train_seconds:.1f}", refresh=False)
-        out_of_time = s.max_minutes is not None and time.perf_counter() - start > 60 * s.max_minutes
-        if step % eval_every and step < total and not out_of_time:
-            continue
-        if dev_examples and _evaluate(task, model, tokenizer, dev_examples, dev_features, s, dtype, step, tally, log,
-                                      folder):
-            early_stop = True
-            break
-        if step == total:
-            break
-        save_checkpoint(ckpt, model=model, optimizer=optimizer, scheduler=scheduler, step=step,
-                        data_state=batches.state_dict(), extra={**run, "tally": asdict(tally)})
-        if out_of_time:
-            stopped_by_time = True
-            break
-    bar.close()
-    if early_stop:
-        write(f"early stop: no better dev {task.metric} in {s.patience} evaluations")
-    if stopped_by_time:
-        write(f"stopped at step {step}: the {s.max_minutes}-minute budget is spent; --resume continues the run")
-    if not dev_examples:
-        save_finetuned(folder, model, tokenizer, task)
-    if not stopped_by_time and os.path.exists(ckpt):
-        os.remove(ckpt)  # the run is complete: nothing to resume, and it is three times the model's size
-    summary = {"task": task.name, "metric": task.metric, "steps": step, "total_steps": total,
-               "kept_model": f"best dev {task.metric}" if dev_examples else "last step (no dev set to score)",
-               "train_examples_per_s": batches.examples_seen / max(tally.train_seconds, 1e-9),
-               "minutes": (time.perf_counter() - start) / 60, "resumed_from_step": first_step if s.resume else None,
-               "stopped_by_time": stopped_by_time, "settings": asdict(s)}
-    if dev_examples:
-        summary.update(best_score=tally.best_score, best_step=tally.best_step, dev=tally.best_metrics)
+    """Train `model` on the task: fit(FineTuning(...), s) with `out_dir` as the run folder. With dev
+    examples, each evaluation that beats the best dev score saves the model to `out_dir/model`;
+    without, the last step's model is saved there and no score is reported. A checkpoint
+    (out_dir/checkpoint.pt) is written at each evaluation and removed when the run completes;
+    `s.resume` continues from it. Returns the summary (also out_dir/summary.json)."""
+    out_dir = os.fspath(out_dir)
+    if s.out is not None and os.fspath(s.out) != out_dir:
+        raise ValueError(f"settings.out {s.out} and out_dir {out_dir}: give one run folder")
+    s = replace(s, out=out_dir)
+    objective = FineTuning(task, model, tokenizer, train_examples, dev_examples, s)
+    summary = fit(objective, s)
+    del summary["model"]  # `model` itself, trained in place
+    if objective.run.is_main:
+        if summary["stopped_early"]:
+            write(f"early stop: {summary['stopped_early']}")
+        if summary["stopped_by_time"]:
+            write(f"stopped at step {summary['steps']}: the {s.max_minutes}-minute budget is spent; "
+                  "--resume continues the run")
     return summary
-
-
-def _features(task, tokenizer, train_examples, dev_examples, config) -> tuple[list, list]:
-    """The training and dev features, checked against the model's positions; how much an epoch holds
-    (examples, windows, truncations) is said on stderr, since windows multiply its work."""
-    train_features = task.featurize(train_examples, tokenizer)
-    dev_features = task.featurize(dev_examples, tokenizer) if dev_examples else []
-    task.check_positions(train_features + dev_features, config.max_position_embeddings)
-    write(f"{task.name}: an epoch holds {task.describe(train_examples, train_features)}")
-    if dev_examples:
-        write(f"{task.name}: dev holds {task.describe(dev_examples, dev_features)}")
-    return train_features, dev_features
-
-
-def _evaluate(task, model, tokenizer, examples, features, s, dtype, step, tally: _Tally, log, folder) -> bool:
-    """Score the dev set, save the model if it is the best so far; True when patience has run out."""
-    scores = evaluate(task, model, examples, features, tokenizer.pad_token_id, s, dtype)
-    log.write(step, "eval", **scores)
-    score = scores[task.metric]
-    score = -math.inf if math.isnan(score) else score  # NaN never compares better, and must not stick
-    is_best = tally.best_score is None or score > tally.best_score
-    if is_best:
-        tally.best_score, tally.best_step, tally.best_metrics, tally.since_best = score, step, scores, 0
-        save_finetuned(folder, model, tokenizer, task)
-    else:
-        tally.since_best += 1
-    write(f"step {step}: dev {_fmt(scores)}" + (" (best)" if is_best else ""))
-    return s.patience is not None and tally.since_best >= s.patience
-
-
-def _restore(ckpt, run: dict, model, optimizer, scheduler, batches) -> tuple[int, _Tally]:
-    """Load a checkpoint of this very run (same model, task, settings and training data) into the
-    model, optimizer, scheduler, random generators and data position."""
-    state = restore_run(ckpt, model.config, model=model, optimizer=optimizer, scheduler=scheduler)
-    saved = state["extra"]
-    for key in ("task", "settings", "train_data"):
-        if saved.get(key) != run[key]:
-            raise ValueError(f"{ckpt}: the run was started with other {_differences(saved.get(key), run[key])}; "
-                             "--resume needs the same data and settings (or start again with --overwrite)")
-    batches.load_state_dict(state["data"])
-    return state["step"], _Tally(**saved["tally"])
-
-
-def _differences(saved, now) -> str:
-    if not (isinstance(saved, dict) and isinstance(now, dict)):
-        return "training data"
-    changed = [f"{k} ({saved.get(k)!r}, now {now.get(k)!r})" for k in sorted(set(saved) | set(now))
-               if saved.get(k) != now.get(k)]
-    return "settings: " + ", ".join(changed)
-
-
-def evaluate(task, model, examples, features, pad_id, s: FinetuneSettings, dtype=None) -> dict:
-    device = next(model.parameters()).device
-    outputs = predict_outputs(task, model, features, pad_id, s.eval_batch_size, autocast_context(device, dtype))
-    return task.evaluate(examples, features, outputs)
-
-
-def _fmt(scores: dict) -> str:
-    return " ".join(f"{k}={v:.4f}" for k, v in scores.items() if isinstance(v, float)) or "(no scores)"

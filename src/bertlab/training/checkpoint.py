@@ -35,14 +35,6 @@ def set_rng_states(states: dict):
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
-def save_checkpoint(path, *, model, optimizer, scheduler, step: int, data_state, extra: dict | None = None):
-    """Everything needed to continue as if never stopped. `data_state` is the sampler's position."""
-    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-             "scheduler": scheduler.state_dict(), "step": step, "rng": rng_states(),
-             "data": data_state, "extra": extra or {}}
-    atomic_write(path, lambda f: torch.save(state, f), mode="wb")
-
-
 def write_checkpoint(path, state: dict):
     """Write `state` (the keys read_checkpoint requires) atomically: a kill mid-write leaves the
     previous checkpoint whole."""
@@ -71,31 +63,6 @@ def read_checkpoint(path) -> dict:
     if missing:
         raise ValueError(f"{path}: not a bertlab training checkpoint (no {', '.join(missing)})")
     return state
-
-
-def load_checkpoint(path, *, model, optimizer=None, scheduler=None, restore_rng=True, state=None) -> dict:
-    """Restore the states saved by save_checkpoint (read from `path` unless `state` is given);
-    returns the whole checkpoint dict."""
-    state = read_checkpoint(path) if state is None else state
-    model.load_state_dict(state["model"])
-    if optimizer is not None:
-        optimizer.load_state_dict(state["optimizer"])
-    if scheduler is not None:
-        scheduler.load_state_dict(state["scheduler"])
-    if restore_rng:
-        set_rng_states(state["rng"])
-    return state
-
-
-def restore_run(path, config, *, model, optimizer, scheduler, restore_rng=True) -> dict:
-    """Resume a training run: read `path`, refuse a checkpoint trained with another model config
-    (saved under extra["model"]; `config` is a JsonConfig), restore the states; returns the dict."""
-    state = read_checkpoint(path)
-    saved = type(config).from_dict(state["extra"]["model"])
-    if saved != config:
-        raise ValueError(f"{path}: was trained with {saved}, not {config}; use another --out")
-    return load_checkpoint(path, model=model, optimizer=optimizer, scheduler=scheduler, restore_rng=restore_rng,
-                           state=state)
 
 
 def check_resume(out, resume: bool, overwrite: bool):

@@ -2,6 +2,7 @@
 cross-entropy, AdamW (GPT-3's betas) with warmup + cosine, held-out loss and perplexity.
 fit() does the rest (accumulation, precision, torchrun, resume, logging)."""
 import contextlib
+import json
 import math
 import os
 from dataclasses import dataclass
@@ -107,10 +108,15 @@ class LanguageModeling(Objective):
         self.stream.load_state_dict(state["stream"])
 
     def summary(self, summary):
+        """With the held-out perplexity, the unigram model's on the same tokens (meta.json): the
+        baseline a model must beat to have learned anything beyond token frequencies."""
         tokens_per_step = self.s.batch_size * self.s.block_size * self.s.grad_accum * summary["world_size"]
         val = summary["held_out"]["loss"]
+        with open(os.path.join(self.s.data, "meta.json"), encoding="utf-8") as f:
+            unigram = json.load(f)["unigram_val_perplexity"]
         return {**summary, "tokens_per_step": tokens_per_step, "train_tokens_seen": summary["steps"] * tokens_per_step,
-                "last_train_loss": summary["last_train"].get("loss"), "val_loss": val, "val_perplexity": math.exp(val)}
+                "last_train_loss": summary["last_train"].get("loss"), "val_loss": val, "val_perplexity": math.exp(val),
+                "unigram_val_perplexity": unigram}
 
     def export(self, run, model, summary):
         """OUT/model in HF GPT-2 format with the tokenizer, and OUT/samples.txt (in the summary too)."""
@@ -138,6 +144,14 @@ def write_samples(model, tokenizer, path, prompts=("The ", "This program ", "You
     samples = "".join(f"--- prompt {p!r}\n{p}{tokenizer.decode(o)}\n" for p, o in zip(prompts, outs))
     atomic_write_text(path, samples)
     return samples
+
+
+def report(summary: dict, out) -> str:
+    """What a finished run says: its speed, held-out perplexity against the unigram baseline, where
+    the model is, and its samples."""
+    return (f"{summary['steps']} steps in {summary['seconds']:.0f} s ({summary['tokens_per_s']:,.0f} tokens/s); "
+            f"held-out perplexity {summary['val_perplexity']:.2f} vs unigram {summary['unigram_val_perplexity']:.2f}\n"
+            f"model: {os.path.join(out, 'model')}\n{summary.get('samples', '')}")
 
 
 def train_gpt(s: GPTSettings, tokenizer=None) -> dict:
