@@ -1,8 +1,7 @@
 """bertlab gpt-train: train a GPT language model on text files."""
-import os
 import sys
 
-from ..models.gpt_config import PRESETS, GPTConfig
+from ..models.gpt_config import PRESETS
 
 EXAMPLE = """example:
   bertlab gpt-train notes/*.txt --out runs/tiny --preset tiny --vocab-size 8000 --max-minutes 10
@@ -59,45 +58,18 @@ def add_parser(subparsers):
     p.set_defaults(run=run)
 
 
-def model_config(args, vocab_size) -> GPTConfig:
-    sizes = {k: v for k, v in (("n_layer", args.n_layer), ("n_embd", args.n_embd), ("n_head", args.n_head)) if v}
-    drop = {"resid_pdrop": args.dropout, "embd_pdrop": args.dropout, "attn_pdrop": args.dropout}
-    return GPTConfig.preset(args.preset, vocab_size=vocab_size, n_positions=args.block_size,
-                            bos_token_id=0, eos_token_id=0, **sizes, **drop)
-
-
 def run(args):
-    from ..device import pick_device
-    from ..io import make_folder
-    from ..data.gpt_data import gpt_data_settings, prepare_gpt_data
-    from ..training import run_inputs
-    from ..training.checkpoint import check_resume
-    from ..training.distributed import barrier, setup_distributed
-    from ..training.lm_trainer import GPTSettings, report, train_gpt
-    for path in args.files:
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"{path}: no such file")
-    check_resume(args.out, args.resume, args.overwrite)
-    data = (args.tokenizer, args.vocab_size, args.val_fraction)
-    if args.resume:
-        run_inputs.check(args.out, args.files, gpt_data_settings(*data))
-    make_folder(args.out)
-    info = setup_distributed(pick_device(args.device))
-    if info.is_main:  # rank 0 makes the data (a new run) while the others wait, then they read it
-        tokenizer, data_dir = prepare_gpt_data(args.files, args.out, *data, reuse=args.resume)
-    barrier(info)
-    if not info.is_main:
-        tokenizer, data_dir = prepare_gpt_data(args.files, args.out, *data, reuse=True)
-    eos = getattr(tokenizer, "eos_token_id", None)
-    config = model_config(args, tokenizer.vocab_size)
-    if eos is not None:
-        config = GPTConfig.from_dict({**config.to_dict(hf=False), "bos_token_id": eos, "eos_token_id": eos})
-    settings = GPTSettings(
-        data=data_dir, out=args.out, model=config, batch_size=args.batch_size, block_size=args.block_size,
-        grad_accum=args.grad_accum, lr=args.lr, warmup=args.warmup, max_steps=args.max_steps,
-        max_minutes=args.max_minutes, weight_decay=args.weight_decay, eval_every=args.eval_every,
-        eval_tokens=args.eval_tokens, save_every=args.save_every, seed=args.seed,
-        device=args.device, precision=args.precision, resume=args.resume, progress=not args.quiet)
-    summary = train_gpt(settings, tokenizer)
-    if info.is_main:
+    from ..training.distributed import is_main_process
+    from ..training.jobs import gpt_train_job
+    from ..training.lm_trainer import report
+    sizes = {k: v for k, v in (("n_layer", args.n_layer), ("n_embd", args.n_embd), ("n_head", args.n_head)) if v}
+    dropout = {"resid_pdrop": args.dropout, "embd_pdrop": args.dropout, "attn_pdrop": args.dropout}
+    summary = gpt_train_job(
+        args.files, args.out, tokenizer=args.tokenizer, vocab_size=args.vocab_size, val_fraction=args.val_fraction,
+        preset=args.preset, model={**sizes, **dropout}, block_size=args.block_size, device=args.device,
+        resume=args.resume, overwrite=args.overwrite, batch_size=args.batch_size, grad_accum=args.grad_accum,
+        lr=args.lr, warmup=args.warmup, max_steps=args.max_steps, max_minutes=args.max_minutes,
+        weight_decay=args.weight_decay, eval_every=args.eval_every, eval_tokens=args.eval_tokens,
+        save_every=args.save_every, seed=args.seed, precision=args.precision, progress=not args.quiet)
+    if is_main_process():
         print(report(summary, args.out), file=sys.stderr)

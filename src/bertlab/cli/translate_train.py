@@ -103,61 +103,20 @@ def data_paths(args) -> tuple[str, str, str, str]:
 
 
 def run(args):
-    from .. import validate
-    from ..data.parallel import ParallelData
-    from ..device import pick_device
-    from ..interop.translation_folder import bleu_tokenize
-    from ..io import make_folder
-    from ..training import run_inputs
-    from ..training.checkpoint import check_resume
-    from ..training.distributed import barrier, setup_distributed
-    from ..training.translation_trainer import (TranslationSettings, train_translation, translation_config,
-                                                translation_data_settings, translation_vocabularies)
-    validate.check_number("--max-positions", args.max_positions, integer=True, minimum=3)  # BOS, EOS and a token
-    train_src, train_tgt, valid_src, valid_tgt = paths = data_paths(args)
-    for path in paths:
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"{path}: no such file")
-    check_resume(args.out, args.resume, args.overwrite)
-    vocabulary = {"vocab": args.vocab, "joint_vocab": args.joint_vocab, "vocab_size": args.vocab_size,
-                  "min_frequency": args.min_frequency}
-    data_settings = translation_data_settings(**vocabulary, max_sentence_tokens=args.max_sentence_tokens)
-    if args.resume:
-        run_inputs.check(args.out, paths, data_settings)
-    info = setup_distributed(pick_device(args.device))
-    if info.is_main:  # rank 0 learns the vocabularies (a new run) while the others wait, then they read them
-        if not args.resume:
-            run_inputs.clear(make_folder(args.out))
-        source, target = translation_vocabularies(args.out, train_src, train_tgt, **vocabulary, resume=args.resume)
-        if not args.resume:
-            run_inputs.record(args.out, paths, data_settings)
-    barrier(info)
-    if not info.is_main:
-        source, target = translation_vocabularies(args.out, train_src, train_tgt, **vocabulary, resume=True)
-    longest = min(args.max_sentence_tokens, args.max_positions - 2)
-    train = ParallelData.from_files(train_src, train_tgt, source, target, longest)
-    valid = ParallelData.from_files(valid_src, valid_tgt, source, target, longest)
-    need = max(int(data.lengths.max()) for data in (train, valid))
-    if need > args.max_tokens:
-        raise ValueError(f"--max-tokens {args.max_tokens}: the longest pair needs {need} tokens (a side and its EOS); "
-                         "raise --max-tokens or lower --max-sentence-tokens")
-    if info.is_main:
-        print(f"train {train.summary()}\nvalid {valid.summary()}", file=sys.stderr)
-    config = translation_config(source, target, args.preset, args.layers, args.d_model, args.heads, args.ffn_dim,
-                                args.dropout, args.max_positions)
-    target_lang = args.tgt or os.path.splitext(train_tgt)[1].lstrip(".")
-    settings = TranslationSettings(
-        out=args.out, model=config, max_tokens=args.max_tokens, grad_accum=args.grad_accum, lr=args.lr,
-        warmup=args.warmup, schedule=args.schedule, label_smoothing=args.label_smoothing, grad_clip=args.grad_clip,
+    from ..training.distributed import is_main_process
+    from ..training.jobs import translate_train_job
+    from ..training.translation_trainer import report
+    sizes = {"layers": args.layers, "d_model": args.d_model, "heads": args.heads, "ffn_dim": args.ffn_dim,
+             "dropout": args.dropout}
+    summary = translate_train_job(
+        *data_paths(args), args.out, vocab=args.vocab, joint_vocab=args.joint_vocab, vocab_size=args.vocab_size,
+        min_frequency=args.min_frequency, max_sentence_tokens=args.max_sentence_tokens, preset=args.preset,
+        model=sizes, max_positions=args.max_positions, max_tokens=args.max_tokens, source_lang=args.src,
+        target_lang=args.tgt, device=args.device, resume=args.resume, overwrite=args.overwrite,
+        grad_accum=args.grad_accum, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
+        label_smoothing=args.label_smoothing, grad_clip=args.grad_clip,
         max_steps=args.max_steps or (100_000 if args.max_minutes else 500), max_minutes=args.max_minutes,
         eval_every=args.eval_every, save_every=args.save_every, bleu_sentences=args.bleu_sentences,
-        bleu_tokenize=bleu_tokenize(target_lang), average_last=args.average_last, seed=args.seed,
-        device=args.device, precision=args.precision, resume=args.resume, progress=not args.quiet)
-    model_settings = {"source_lang": args.src or os.path.splitext(train_src)[1].lstrip("."),
-                      "target_lang": target_lang, "bleu_tokenize": settings.bleu_tokenize}
-    summary = train_translation(settings, train, valid, source, target, model_settings)
-    if info.is_main:
-        bleu = f", BLEU {summary['valid_bleu']:.2f}" if "valid_bleu" in summary else ""
-        print(f"{summary['steps']} steps in {summary['seconds']:.0f} s ({summary['target_tokens_per_s']:,.0f} "
-              f"target tokens/s); valid loss {summary['valid_loss']:.3f}{bleu}\n"
-              f"model: {os.path.join(args.out, 'model')}", file=sys.stderr)
+        average_last=args.average_last, seed=args.seed, precision=args.precision, progress=not args.quiet)
+    if is_main_process():
+        print(report(summary, args.out), file=sys.stderr)

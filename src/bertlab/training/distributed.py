@@ -37,6 +37,11 @@ def setup_distributed(device: torch.device) -> DistInfo:
     return info
 
 
+def is_main_process() -> bool:
+    """Whether this is torchrun's rank 0 or a process on its own: the one that reports."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def rank_device(device: torch.device, info: DistInfo) -> torch.device:
     return torch.device("cuda", info.local_rank) if device.type == "cuda" and info.enabled else device
 

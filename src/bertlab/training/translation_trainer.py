@@ -329,3 +329,10 @@ def train_translation(s: TranslationSettings, train: ParallelData, valid: Parall
     """Train (or resume) to max_steps or max_minutes; write OUT/model (the averaged weights with
     average_last) and OUT/summary.json; return the summary with the trained model under "model"."""
     return fit(Translation(s, train, valid, source_tokenizer, target_tokenizer, model_settings), s)
+
+
+def report(summary: dict, out) -> str:
+    """What a finished run says: its steps and speed, validation loss and BLEU, where the model is."""
+    bleu = f", BLEU {summary['valid_bleu']:.2f}" if "valid_bleu" in summary else ""
+    return (f"{summary['steps']} steps in {summary['seconds']:.0f} s ({summary['target_tokens_per_s']:,.0f} "
+            f"target tokens/s); valid loss {summary['valid_loss']:.3f}{bleu}\nmodel: {os.path.join(out, 'model')}")
