@@ -1,6 +1,5 @@
 """bertlab pretrain: masked-LM + next-sentence pretraining of BERT on create-pretraining-data shards."""
 import argparse
-import os
 import sys
 
 from .args import add_run_arguments, fraction_below_one, nonnegative_float, nonnegative_int, positive_int
@@ -58,47 +57,19 @@ def add_parser(subparsers):
     p.set_defaults(run=run)
 
 
-def model_config(args):
-    """The model: a preset sized to the data's vocabulary, a config file, or an existing model's."""
-    from ..interop.pretrained import read_config, resolve
-    from ..models import BertConfig
-    from ..pretraining.trainer import open_shards, preset_config
-    if args.init_from:
-        return read_config(resolve(args.init_from))
-    if args.config:
-        if not os.path.exists(args.config):
-            raise FileNotFoundError(f"--config {args.config}: no such file")
-        return BertConfig.from_json_file(args.config)
-    return preset_config(args.preset or "small", open_shards(args.data, "--data").meta["vocab_size"])
-
-
 def run(args):
-    from ..interop.pretrained import resolve
-    from ..pretraining.trainer import PretrainSettings, train_pretraining
-    from ..training.checkpoint import check_resume
-    check_resume(args.out, args.resume, args.overwrite)
-    settings = PretrainSettings(
-        data=args.data, out=args.out, model=model_config(args), data_512=args.data_512,
-        phase2_fraction=args.phase2_fraction, eval_data=args.eval_data,
-        init_from=resolve(args.init_from) if args.init_from else None, batch_size=args.batch_size,
-        phase2_batch_size=args.phase2_batch_size, grad_accum=args.grad_accum, optimizer=args.optimizer, lr=args.lr,
+    from ..pretraining.job import pretrain_job
+    from ..pretraining.trainer import report
+    from ..training.distributed import is_main_process
+    summary = pretrain_job(
+        args.data, args.out, preset=args.preset, config=args.config, init_from=args.init_from, resume=args.resume,
+        overwrite=args.overwrite, data_512=args.data_512, phase2_fraction=args.phase2_fraction,
+        eval_data=args.eval_data, batch_size=args.batch_size, phase2_batch_size=args.phase2_batch_size,
+        grad_accum=args.grad_accum, optimizer=args.optimizer, lr=args.lr,
         warmup=args.warmup if args.warmup is not None else max(1, round(0.01 * args.max_steps)),
         weight_decay=args.weight_decay, grad_clip=args.grad_clip, max_steps=args.max_steps,
         max_minutes=args.max_minutes, eval_every=args.eval_every, eval_instances=args.eval_instances,
         save_every=args.save_every, seed=args.seed, device=args.device, precision=args.precision,
-        resume=args.resume, progress=not args.quiet)
-    summary = train_pretraining(settings)
-    if summary["world_size"] == 1 or int(os.environ.get("RANK", "0")) == 0:
-        report(args, summary)
-
-
-def report(args, summary):
-    held = summary["held_out"]
-    line = f"{summary['steps']} steps in {summary['seconds']:.0f} s ({summary['tokens_per_s']:,.0f} real tokens/s)"
-    if summary["stopped_by_time"]:
-        line += " (stopped by --max-minutes; --resume continues)"
-    if held:
-        line += f"\nheld-out masked LM: loss {held['mlm_loss']:.3f}, accuracy {held['mlm_accuracy']:.3f}"
-        if "nsp_accuracy" in held:
-            line += f"; next sentence: loss {held['nsp_loss']:.3f}, accuracy {held['nsp_accuracy']:.3f}"
-    print(f"{line}\nmodel: {os.path.join(args.out, 'model')}", file=sys.stderr)
+        progress=not args.quiet)
+    if is_main_process():
+        print(report(summary, args.out), file=sys.stderr)

@@ -261,6 +261,20 @@ def train_pretraining(s: PretrainSettings) -> dict:
     return fit(MaskedLMPretraining(s), s)
 
 
+def report(summary: dict, out) -> str:
+    """What a finished run says: its steps and speed, the held-out masked-LM (and next-sentence)
+    scores, and where the model is."""
+    held = summary["held_out"]
+    line = f"{summary['steps']} steps in {summary['seconds']:.0f} s ({summary['tokens_per_s']:,.0f} real tokens/s)"
+    if summary["stopped_by_time"]:
+        line += " (stopped by --max-minutes; --resume continues)"
+    if held:
+        line += f"\nheld-out masked LM: loss {held['mlm_loss']:.3f}, accuracy {held['mlm_accuracy']:.3f}"
+        if "nsp_accuracy" in held:
+            line += f"; next sentence: loss {held['nsp_loss']:.3f}, accuracy {held['nsp_accuracy']:.3f}"
+    return f"{line}\nmodel: {os.path.join(out, 'model')}"
+
+
 def _tokenizer(data: PretrainingData):
     """The tokenizer the data was made with: its vocab.txt and the casing it recorded (or that the
     vocabulary implies), saved beside the model so the folder is complete."""
