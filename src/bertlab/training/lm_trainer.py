@@ -11,7 +11,7 @@ import torch
 from .. import validate
 from ..data.token_stream import TokenStream, eval_blocks
 from ..models.gpt import GPT, GPTConfig
-from .distributed import DistInfo, mean_across
+from .distributed import DistInfo, sum_across
 from .engine import Objective, fit
 from .schedules import SCHEDULES, make_scheduler
 from .settings import RunSettings, optional
@@ -48,7 +48,8 @@ class GPTSettings(RunSettings):
 
 @torch.no_grad()
 def evaluate(model, x, y, batch_size, autocast=None, info: DistInfo = DistInfo()) -> float:
-    """Mean next-token loss over held-out blocks (each rank takes every world_size-th block)."""
+    """Mean next-token loss over held-out blocks (each rank takes every world_size-th block; the
+    ranks' sums and counts are added, so the mean is the one process's whatever the split)."""
     was_training = model.training
     model.eval()
     x, y = x[info.rank::info.world_size], y[info.rank::info.world_size]
@@ -60,7 +61,8 @@ def evaluate(model, x, y, batch_size, autocast=None, info: DistInfo = DistInfo()
         n = y[i:i + batch_size].numel()
         total, count = total + loss.item() * n, count + n
     model.train(was_training)
-    return mean_across(total / max(count, 1), info)
+    total, count = sum_across(torch.tensor([total, count], dtype=torch.float64), info).tolist()
+    return total / max(count, 1)
 
 
 class LanguageModeling(Objective):
