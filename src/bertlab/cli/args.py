@@ -75,6 +75,9 @@ RUN_FLAGS = {
     "device": ("--device", (), dict(help="cpu, cuda, mps or auto")),
     "precision": ("--precision", (), dict(choices=["fp32", "bf16", "fp16"],
                                           help="fp32, or bf16/fp16 autocast (fp16 on CUDA only)")),
+    "sharding": ("--sharding", (), dict(choices=["ddp", "fsdp"],
+                                        help="under torchrun: ddp replicates the model on every process, fsdp "
+                                             "shards its weights, gradients and optimizer state across them")),
     "resume": ("--resume", (), dict(action="store_true", help="continue from OUT/checkpoint.pt exactly as if "
                                                               "never stopped")),
 }

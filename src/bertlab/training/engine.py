@@ -20,7 +20,7 @@ from ..device import autocast_dtype, pick_device
 from .checkpoint import read_checkpoint, rng_states, set_rng_states, write_checkpoint
 from .distributed import all_agree, barrier, cleanup, gather_objects, rank_device, setup_distributed, sum_across
 from .metrics import MetricsLog, plot_curves
-from .parallel import full_state, load_full_state, wrap_model
+from .parallel import full_state, gradient_sync, load_full_state, meta_copy, unsharded_copy, wrap_model
 from .settings import RunSettings
 
 
@@ -131,8 +131,16 @@ class Run:
         self.dtype = autocast_dtype(s.precision, device)  # fp16 on a CPU is refused here, before any work
         self.info = setup_distributed(device)
         self.device = rank_device(device, self.info)
+        sharded = s.sharding == "fsdp" and self.info.enabled
+        if sharded and self.dtype is torch.float16:
+            # torch.amp.GradScaler's overflow check would see each process's shard of the gradients
+            # alone, so processes could disagree on skipping a step
+            raise ValueError("fp16 under sharding fsdp: its loss scaling is not supported here; use --precision bf16")
         torch.manual_seed(s.seed)  # the same initial weights on every rank
         self.model = objective.setup(self)
+        # under FSDP the model's own parameters become shards: the skeleton (no memory) is what
+        # whole_model() fills to hand out an ordinary model
+        self.skeleton = meta_copy(self.model) if sharded else None
         self.net = wrap_model(self.model, self.info, self.device, s.sharding, objective.find_unused_parameters)
         self.total_steps, self.eval_every = objective.plan(s)
         self.save_every = s.save_every or self.eval_every
@@ -197,6 +205,15 @@ class Run:
         if self.is_main:  # said even with progress off: which checkpoint was continued is part of the result
             progress.write(f"resuming {self.ckpt} at step {self.step} of {self.total_steps}")
 
+    def whole_model(self) -> torch.nn.Module:
+        """The model to evaluate and hand out: self.model, or under FSDP an ordinary module holding
+        the whole weights (a fresh copy on every process: each process evaluates its share of the
+        held-out data, and a share may take more forward passes than another's, which a sharded
+        model could not, as every forward pass gathers its weights from all processes)."""
+        if self.skeleton is None:
+            return self.model
+        return unsharded_copy(self.net, self.skeleton, self.device)
+
     def evaluate(self, model) -> dict | None:
         with self.autocast:
             metrics = self.objective.evaluate(model)
@@ -228,18 +245,20 @@ def train_step(model, optimizer, scheduler, next_batch, grad_accum=1, grad_clip=
     batch's mean loss (default: a GPT called as model(x, y)).
 
     Each micro-batch's loss is divided by grad_accum, so the summed gradients equal those of one
-    batch grad_accum times as large. Under DDP, gradients are all-reduced only on the last
-    micro-batch (no_sync before it): one communication per step instead of one per micro-batch.
+    batch grad_accum times as large. Under DDP and FSDP, gradients are synchronised only on the last
+    micro-batch (parallel.gradient_sync): one communication per step instead of one per micro-batch.
+    Under FSDP the gradients are shards (DTensors), and clip_grad_norm_ computes the global norm
+    across processes.
     """
     validate.positive_int("grad_accum", grad_accum)
     validate.nonnegative_float("grad_clip", grad_clip)  # a negative norm would flip the gradients
     batches = iter(next_batch) if not callable(next_batch) else (next_batch() for _ in range(grad_accum))
     total = 0.0
     for micro, batch in enumerate(batches):
-        sync = micro == grad_accum - 1 or not hasattr(model, "no_sync")
-        with (contextlib.nullcontext() if sync else model.no_sync()), (autocast or contextlib.nullcontext()):
-            loss = loss_of(model, batch) / grad_accum
-        (scaler.scale(loss) if scaler else loss).backward()
+        with gradient_sync(model, micro == grad_accum - 1):
+            with autocast or contextlib.nullcontext():
+                loss = loss_of(model, batch) / grad_accum
+            (scaler.scale(loss) if scaler else loss).backward()
         total += loss.item()
     if scaler:
         scaler.unscale_(optimizer)
@@ -289,7 +308,7 @@ def fit(objective: Objective, s: RunSettings) -> dict:
                         refresh=False)
         out_of_time = s.max_minutes is not None and all_agree(time.perf_counter() - start > s.max_minutes * 60, info)
         if run.step % run.eval_every == 0 or out_of_time:
-            run.evaluate(run.model)
+            run.evaluate(run.whole_model())
             stop = objective.stop_reason()
             if stop:
                 break
@@ -303,8 +322,9 @@ def fit(objective: Objective, s: RunSettings) -> dict:
         run.save()
     elif run.is_main and os.path.exists(run.ckpt):
         os.remove(run.ckpt)  # the run is complete: nothing to resume, and it is three times the model's size
-    model = objective.final_model(run.model)
-    if run.last_eval is None or run.last_eval[0] != run.step or model is not run.model:
+    trained = run.whole_model()
+    model = objective.final_model(trained)
+    if run.last_eval is None or run.last_eval[0] != run.step or model is not trained:
         run.evaluate(model)
     seconds = time.perf_counter() - start
     summary = {"steps": run.step, "total_steps": run.total_steps, "stopped_by_time": stopped_by_time,
@@ -312,7 +332,8 @@ def fit(objective: Objective, s: RunSettings) -> dict:
                objective.unit: run.units, f"{objective.unit}_per_s": round(run.units / max(run.train_seconds, 1e-9), 1),
                "resumed_from_step": first_step if s.resume else None, "last_train": last,
                "held_out": run.last_eval[1] if run.last_eval else None,
-               "parameters": sum(p.numel() for p in run.model.parameters()), "world_size": info.world_size}
+               "parameters": sum(p.numel() for p in run.model.parameters()), "world_size": info.world_size,
+               "sharding": s.sharding if info.enabled else None}
     summary = objective.summary(summary)
     if run.is_main:
         objective.export(run, model, summary)
