@@ -151,3 +151,35 @@ def test_fsdp_bert_pretraining_with_tied_decoder_equals_one_process(tmp_path):
     assert exported.keys() == reference.keys()
     for name, p in reference.items():
         torch.testing.assert_close(exported[name], p, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def _translation_fsdp(train, valid, tokenizer, config, out):
+    from test_translation_training import PlainSGD, settings
+
+    s = settings(out, config, lr=0.1, max_steps=4, eval_every=2, save_every=2, average_last=2, sharding="fsdp")
+    summary = fit(PlainSGD(s, train, valid, tokenizer, tokenizer), s)
+    model = summary["model"]
+    assert model.output.weight is model.source_embedding.weight  # shared vocabulary: one table, three uses
+    if int(os.environ["RANK"]) == 0:
+        torch.save({"weights": model.state_dict(), "held_out": summary["held_out"]}, os.path.join(out, "result.pt"))
+
+
+def test_fsdp_translation_equals_one_process(tmp_path):
+    """The seq2seq Transformer (encoder and decoder blocks, embeddings shared with the output layer)
+    under FSDP, with --average-last's snapshots taken from the sharded model: the averaged model and
+    its held-out scores equal one process's reading both processes' batches."""
+    from test_translation_training import PlainSGD, settings, toy_data, train_records
+
+    from bertlab.models.transformer import TransformerConfig
+    train, valid, tokenizer, config = toy_data(tmp_path)
+    config = TransformerConfig.from_dict({**config.to_dict(hf=False), "dropout": 0.0})
+    spawn(_translation_fsdp, train, valid, tokenizer, config, str(tmp_path / "fsdp"))
+    s = settings(tmp_path / "one", config, lr=0.1, max_steps=4, eval_every=2, save_every=2, average_last=2,
+                 grad_accum=2)
+    one = fit(PlainSGD(s, train, valid, tokenizer, tokenizer), s)
+    fsdp = torch.load(tmp_path / "fsdp" / "result.pt")
+    for name, p in one["model"].state_dict().items():
+        torch.testing.assert_close(fsdp["weights"][name], p, atol=1e-6, rtol=1e-6, msg=name)
+    for (step, a), (_, b) in zip(*(train_records(tmp_path / out) for out in ("fsdp", "one")), strict=True):
+        assert a == pytest.approx(b, rel=1e-6), step
+    assert fsdp["held_out"] == pytest.approx(one["held_out"], rel=1e-6)
