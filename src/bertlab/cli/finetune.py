@@ -26,7 +26,7 @@ def add_parser(subparsers):
     p.add_argument("--model", required=True, help="a BERT folder (HF layout) or 'minilm'")
     add_run_arguments(p.add_argument_group("run (google-research/bert's defaults)"), defaults=dict(
         batch_size=32, grad_accum=1, lr=5e-5, grad_clip=1.0, max_steps=None, max_minutes=None, eval_every=None,
-        seed=0, device="auto", precision="fp32", sharding="ddp",
+        seed=0, device="auto", precision="fp32", sharding="ddp", compile=False,
         resume=False),
         help={"out": "folder for the model, logs and curves",
               "eval_every": "evaluate on dev and save a checkpoint every N steps (default: every epoch)",
@@ -121,8 +121,8 @@ def settings_from(args):
 
 def check_flags(args):
     """Flag combinations that cannot work, refused before any work."""
-    if args.sharding != "ddp":  # the flag is every training command's; fit() implements it
-        raise ValueError("--sharding fsdp: fine-tuning does not run on the training engine yet")
+    if args.sharding != "ddp" or args.compile:  # the flags are every training command's; fit() implements them
+        raise ValueError("--sharding fsdp and --compile: fine-tuning does not run on the training engine yet")
     if args.grid and args.resume:
         raise ValueError("--resume continues one run; a --grid is started again with --overwrite")
     if not (args.dev or args.data_dir):

@@ -4,8 +4,9 @@ The loop owns what all of them share: device and precision, seeding, torchrun da
 (DDP, or FSDP for models too big for one device), gradient accumulation and clipping, autocast and
 the fp16 GradScaler, the learning-rate schedule, the evaluation and checkpoint cadence, the step and
 time budget, atomic checkpoints that resume exactly (model, optimizer, scheduler, every random
-generator, the data position), the JSONL metrics log, the PNG curves, the progress bar and
-summary.json. An Objective supplies the rest: its model, batches, loss, evaluation and model folder.
+generator, the data position), torch.compile, the FLOP count and MFU, the JSONL metrics log, the PNG
+curves, the progress bar and summary.json. An Objective supplies the rest: its model, batches, loss,
+evaluation and model folder.
 """
 import contextlib
 import json
@@ -16,7 +17,7 @@ import time
 import torch
 
 from .. import progress, validate
-from ..device import autocast_dtype, pick_device
+from ..device import autocast_dtype, peak_tflops, pick_device, resolve_precision
 from .checkpoint import read_checkpoint, rng_states, set_rng_states, write_checkpoint
 from .distributed import all_agree, barrier, cleanup, gather_objects, rank_device, setup_distributed, sum_across
 from .metrics import MetricsLog, plot_curves
@@ -70,6 +71,21 @@ class Objective:
         """({name: value} to log for the last step, averaged over processes; units it processed
         on this process, summed). Called once after every step."""
         return {}, 0.0
+
+    def context_length(self) -> int | None:
+        """The positions each token attends over now (the sequence length): attention's term in
+        the FLOP estimate. None: unknown (no FLOP count unless flops_per_unit is overridden)."""
+        return None
+
+    def flops_per_unit(self, model) -> float | None:
+        """Training FLOPs (forward and backward) per unit that step_stats counts, for the TFLOP/s
+        and MFU the engine reports; None: not reported. Asked after every step (a phase may change
+        the sequence length). By default, where the unit is tokens: training.flops' estimate."""
+        context = self.context_length()
+        if self.unit != "tokens" or context is None:
+            return None
+        from .flops import transformer_flops_per_token
+        return transformer_flops_per_token(model, context)
 
     def log_fields(self) -> dict:
         """Position fields logged with each training step (epoch, phase)."""
@@ -128,7 +144,8 @@ class Run:
     def __init__(self, objective: Objective, s: RunSettings):
         self.objective, self.s = objective, s
         device = pick_device(s.device)
-        self.dtype = autocast_dtype(s.precision, device)  # fp16 on a CPU is refused here, before any work
+        self.precision = resolve_precision(s.precision, device)
+        self.dtype = autocast_dtype(self.precision, device)  # fp16 on a CPU is refused here, before any work
         self.info = setup_distributed(device)
         self.device = rank_device(device, self.info)
         sharded = s.sharding == "fsdp" and self.info.enabled
@@ -142,6 +159,9 @@ class Run:
         # whole_model() fills to hand out an ordinary model
         self.skeleton = meta_copy(self.model) if sharded else None
         self.net = wrap_model(self.model, self.info, self.device, s.sharding, objective.find_unused_parameters)
+        # what the training step calls; self.net keeps the parameter names checkpoints use
+        self.step_net = torch.compile(self.net) if s.compile else self.net
+        self.peak_tflops = peak_tflops(self.device, self.precision)
         self.total_steps, self.eval_every = objective.plan(s)
         self.save_every = s.save_every or self.eval_every
         self.optimizer = objective.optimizer(self.model, s)
@@ -151,6 +171,7 @@ class Run:
         self.log = MetricsLog(os.path.join(s.out, "metrics.jsonl"), self.info.is_main)
         self.ckpt = os.path.join(s.out, "checkpoint.pt")
         self.step, self.units, self.train_seconds, self.last_eval = 0, 0.0, 0.0, None
+        self.flops = None  # training FLOPs so far, every process's (None: the objective has no estimate)
         torch.manual_seed(s.seed + 1 + self.info.rank)  # dropout differs per rank
         if s.resume:
             self.restore()
@@ -171,7 +192,7 @@ class Run:
         model_state, optimizer_state = full_state(self.net, self.optimizer, self.info)
         if self.is_main:
             extra = {**self.objective.shared_state(), **self._extra(), "units": self.units,
-                     "train_seconds": self.train_seconds, "last_eval": self.last_eval,
+                     "flops": self.flops, "train_seconds": self.train_seconds, "last_eval": self.last_eval,
                      "scaler": self.scaler.state_dict() if self.scaler else None}
             write_checkpoint(self.ckpt, {"model": model_state, "optimizer": optimizer_state,
                                          "scheduler": self.scheduler.state_dict(), "step": self.step,
@@ -200,6 +221,7 @@ class Run:
         self.objective.load_shared_state(saved)
         set_rng_states(ranks[self.info.rank]["rng"])
         self.step, self.units, self.train_seconds = state["step"], saved["units"], saved["train_seconds"]
+        self.flops = saved.get("flops")
         self.last_eval = saved.get("last_eval")
         self.log.truncate_after(self.step)
         if self.is_main:  # said even with progress off: which checkpoint was continued is part of the result
@@ -214,6 +236,17 @@ class Run:
             return self.model
         return unsharded_copy(self.net, self.skeleton, self.device)
 
+    def tflop_per_s(self) -> float | None:
+        """Achieved training TFLOP/s, all processes together."""
+        return None if self.flops is None else self.flops / max(self.train_seconds, 1e-9) / 1e12
+
+    def mfu(self) -> float | None:
+        """Model FLOPs utilisation: achieved FLOP/s over the devices' peak at this precision."""
+        achieved = self.tflop_per_s()
+        if achieved is None or self.peak_tflops is None:
+            return None
+        return achieved / (self.peak_tflops * self.info.world_size)
+
     def evaluate(self, model) -> dict | None:
         with self.autocast:
             metrics = self.objective.evaluate(model)
@@ -223,6 +256,19 @@ class Run:
             if self.is_main and self.s.progress:
                 progress.write(f"step {self.step}: {self.objective.describe(metrics)}")
         return metrics
+
+
+def flops_postfix(run: Run) -> dict:
+    """The progress line's achieved TFLOP/s (all processes) and MFU, where known."""
+    achieved, mfu = run.tflop_per_s(), run.mfu()
+    return {**({"tflop_s": f"{achieved:.3g}"} if achieved is not None else {}),
+            **({"mfu": f"{mfu:.1%}"} if mfu is not None else {})}
+
+
+def flops_summary(run: Run) -> dict:
+    achieved, mfu = run.tflop_per_s(), run.mfu()
+    return {"train_flops": run.flops, "tflop_per_s": None if achieved is None else float(f"{achieved:.4g}"),
+            "peak_tflop_per_s": run.peak_tflops, "mfu": None if mfu is None else float(f"{mfu:.4g}")}
 
 
 def differences(saved, now) -> str:
@@ -287,25 +333,29 @@ def fit(objective: Objective, s: RunSettings) -> dict:
     while run.step < run.total_steps:
         lr = run.optimizer.param_groups[0]["lr"]
         tick = time.perf_counter()
-        loss = train_step(run.net, run.optimizer, run.scheduler, objective.micro_batches(s.grad_accum), s.grad_accum,
-                          s.grad_clip, run.autocast, run.scaler, loss_of=objective.loss)
+        loss = train_step(run.step_net, run.optimizer, run.scheduler, objective.micro_batches(s.grad_accum),
+                          s.grad_accum, s.grad_clip, run.autocast, run.scaler, loss_of=objective.loss)
         run.train_seconds += time.perf_counter() - tick
         run.step += 1
         values, count = objective.step_stats()
-        # one all-reduce for everything logged: [loss, the objective's values] averaged, count summed
-        summed = sum_across(torch.tensor([loss, *values.values(), count], dtype=torch.float64), info)
+        per_unit = objective.flops_per_unit(run.model)
+        # one all-reduce for everything logged: [loss, the objective's values] averaged, count and FLOPs summed
+        summed = sum_across(torch.tensor([loss, *values.values(), count, count * (per_unit or 0.0)],
+                                         dtype=torch.float64), info)
         last = {"loss": summed[0].item() / info.world_size,
                 **{k: summed[i + 1].item() / info.world_size for i, k in enumerate(values)}}
         if not math.isfinite(last["loss"]):
             raise ValueError(f"step {run.step}: the training loss is {last['loss']}; the run diverged "
                              "(try a smaller --lr)")
-        run.units += summed[-1].item()
+        run.units += summed[-2].item()
+        if per_unit is not None:
+            run.flops = (run.flops or 0.0) + summed[-1].item()
         speed = run.units / max(run.train_seconds, 1e-9)
         timing = {f"{objective.unit}_per_s": speed} if objective.log_speed else {}
         run.log.write(run.step, "train", **last, lr=lr, **timing, **objective.log_fields())
         bar.update(1)
         bar.set_postfix(loss=f"{last['loss']:.3f}", lr=f"{lr:.2e}", **{f"{objective.unit[:3]}_s": f"{speed:,.1f}"},
-                        refresh=False)
+                        **flops_postfix(run), refresh=False)
         out_of_time = s.max_minutes is not None and all_agree(time.perf_counter() - start > s.max_minutes * 60, info)
         if run.step % run.eval_every == 0 or out_of_time:
             run.evaluate(run.whole_model())
@@ -333,7 +383,8 @@ def fit(objective: Objective, s: RunSettings) -> dict:
                "resumed_from_step": first_step if s.resume else None, "last_train": last,
                "held_out": run.last_eval[1] if run.last_eval else None,
                "parameters": sum(p.numel() for p in run.model.parameters()), "world_size": info.world_size,
-               "sharding": s.sharding if info.enabled else None}
+               "precision": run.precision, "sharding": s.sharding if info.enabled else None, "compile": s.compile,
+               **flops_summary(run)}
     summary = objective.summary(summary)
     if run.is_main:
         objective.export(run, model, summary)
