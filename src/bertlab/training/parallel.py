@@ -4,8 +4,9 @@ weight, gradient and optimizer moment, and a block's whole weights are gathered 
 so a model whose training state does not fit one device (BERT-large, GPT-2 1.5B) trains on several.
 
 Either way a checkpoint holds the whole model's state in the single-process format (the optimizer's
-state keyed by parameter index), so a run saved under FSDP resumes under FSDP, DDP or one process,
-and the model folder a run exports is an ordinary one."""
+state keyed by parameter index): a run saved under FSDP resumes under FSDP or DDP (fit() asks for
+the same number of processes, whose data positions it holds), and the model folder a run exports is
+an ordinary one."""
 import contextlib
 import copy
 
