@@ -1,4 +1,4 @@
-"""The classes of bad input that every command meets, across all sixteen subcommands at once: a
+"""The classes of bad input that every command meets, across all seventeen subcommands at once: a
 missing input, an output whose parent is a file, and --help / --version without torch. The
 classes particular to a family (empty, blank-only and non-UTF-8 inputs, broken model folders,
 invalid numbers, existing outputs, non-ASCII and very long text) are in test_hardening_*.py."""
@@ -94,6 +94,7 @@ def command_lines(f, source, out):
         "translate": (["translate", source, "--model", f["translation"]],
                       ["translate", f["text"], "--model", f["translation"], "-o", out + ".txt"]
                       if _has_output_flag("translate") else None),
+        "notes": (None, ["notes", "positions", "-o", out]),  # reads nothing; -o is the pictures' folder
     }
 
 
