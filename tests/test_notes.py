@@ -3,7 +3,9 @@ numbers; the 15-token pretraining instance is google's create_pretraining_data.p
 text and seed; the command lists, runs every example and writes its pictures."""
 import json
 import math
+import os
 import random
+import re
 import subprocess
 import sys
 
@@ -143,3 +145,31 @@ def test_notes_one_example_and_a_wrong_name(tmp_path):
     assert "== embeddings:" in result.out and "== attention:" not in result.out
     assert not (tmp_path / "unused").exists()  # nothing drawn, no folder made
     assert run_cli("notes", "no-such-example").code == 2
+
+
+# -- the documents that point at them ---------------------------------------------------------------
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _read(name):
+    with open(f"{REPO}/{name}", encoding="utf-8") as f:
+        return f.read()
+
+
+def test_docs_notes_cites_tests_and_code_that_exist():
+    doc = _read("docs/notes.md")
+    cited = re.findall(r"(test_\w+\.py)::(test_\w+)", doc)
+    assert len(cited) > 40
+    for file, name in cited:
+        assert re.search(rf"^def {name}\b", _read(f"tests/{file}"), re.M), f"{file}::{name}"
+    for path, name in re.findall(r"`(\w+(?:/\w+)*\.py):(\w+)", doc):
+        assert re.search(rf"^\s*(def|class) {name}\b", _read(f"src/bertlab/{path}"), re.M), f"{path}:{name}"
+    for name in EXAMPLES:
+        assert f"| `{name}` |" in doc
+
+
+def test_the_chinese_readme_has_the_english_set_up_commands():
+    blocks = [re.findall(r"```bash\n(.*?)```", _read(name), re.S)[:2] for name in ("README.md", "README.zh-CN.md")]
+    assert blocks[0] == blocks[1] and len(blocks[0]) == 2
+    assert "README.zh-CN.md" in _read("README.md").split("\n## ")[0]
