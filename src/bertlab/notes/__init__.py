@@ -9,13 +9,19 @@ from dataclasses import dataclass, field
 
 # name: (module, function, whether it draws pictures, one-line description)
 EXAMPLES = {
-    "attention": ("self_attention", "self_attention", False, "the 3-input self-attention: keys, queries, values, scores, softmax, output"),
-    "embeddings": ("embedding_sum", "embedding_sum", False, "token + position + segment embeddings = one-hot concatenation times the tables"),
+    "attention": ("self_attention", "self_attention", False,
+                  "the 3-input self-attention: keys, queries, values, scores, softmax, output"),
+    "embeddings": ("embedding_sum", "embedding_sum", False,
+                   "token + position + segment embeddings = one-hot concatenation times the tables"),
     "masks": ("masks", "masks", False, "the padding mask and the sequence (causal) mask of the notes' sentences"),
-    "positions": ("positions", "positional_encoding", True, "the sinusoidal positional encoding, a few positions and a picture of the table"),
-    "pretraining": ("pretraining_instance", "pretraining_instance", False, "google's 80/10/10 masked instance at max_seq_length 15"),
-    "it": ("it_attention", "it_attention", True, "where 'it' looks in 'The animal didn't cross the street ...' (MiniLM)"),
-    "translation": ("translation_walkthrough", "translation_walkthrough", False, "我爱中国 -> I love China: a toy Transformer decoded step by step"),
+    "positions": ("positions", "positional_encoding", True,
+                  "the sinusoidal positional encoding, a few positions and a picture of the table"),
+    "pretraining": ("pretraining_instance", "pretraining_instance", False,
+                    "google's 80/10/10 masked instance at max_seq_length 15"),
+    "it": ("it_attention", "it_attention", True,
+           "where 'it' looks in 'The animal didn't cross the street ...' (MiniLM)"),
+    "translation": ("translation_walkthrough", "translation_walkthrough", False,
+                    "我爱中国 -> I love China: a toy Transformer decoded step by step"),
 }
 
 

@@ -15,7 +15,8 @@ SEGMENT_TABLE = [[41, 42, 43, 44], [45, 46, 47, 48]]
 TOKEN_ID, POSITION, SEGMENT_ID = 2, 0, 0
 
 NOTES = {"token": [5, 6, 7, 8], "position": [17, 18, 19, 20], "segment": [41, 42, 43, 44],
-         "sum": [63, 66, 69, 72], "one_hot": [0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0], "one_hot_matmul": [63, 66, 69, 72]}
+         "sum": [63, 66, 69, 72], "one_hot": [0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0],
+         "one_hot_matmul": [63, 66, 69, 72]}
 
 
 def notes_embeddings() -> BertEmbeddings:
@@ -50,7 +51,7 @@ def embedding_sum() -> Shown:
     for name, ours in parts.items():
         shown.compare(f"{name} embedding", NOTES[name], rounded(ours))
     shown.compare("sum", NOTES["sum"], rounded(summed))
-    shown.compare("one-hot concatenation", NOTES["one_hot"], [int(v) for v in one_hot.tolist()])
-    shown.compare("one-hot @ stacked tables", NOTES["one_hot_matmul"], rounded(via_one_hot))
+    shown.compare("one-hot [tok|pos|seg]", NOTES["one_hot"], [int(v) for v in one_hot.tolist()])
+    shown.compare("one-hot @ tables", NOTES["one_hot_matmul"], rounded(via_one_hot))
     shown.values.update(summed=summed, via_one_hot=via_one_hot, one_hot=one_hot, **parts)
     return shown

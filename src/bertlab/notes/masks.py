@@ -13,7 +13,8 @@ PAD = "<pad>"
 
 
 def masks() -> Shown:
-    shown = Shown("padding mask and sequence mask", "000, Mask (Padding Mask, Sequence mask); 002, Multi-Head Attention")
+    shown = Shown("padding mask and sequence mask",
+                  "000, Mask (Padding Mask, Sequence mask); 002, Multi-Head Attention")
     width = max(map(len, SOURCES))
     batch = [s + [PAD] * (width - len(s)) for s in SOURCES]
     real = torch.tensor([[token != PAD for token in row] for row in batch], dtype=torch.long)
@@ -24,7 +25,7 @@ def masks() -> Shown:
     # what the mask does: equal scores over 4 keys; the padded key gets (almost) nothing
     scores_q = torch.zeros(2, 1, width, 1)
     _, weights = attention(scores_q, torch.zeros(2, 1, width, 1), torch.zeros(2, 1, width, 1), mask=pad)
-    shown.compare("softmax of equal scores", "padding -> a very negative bias -> ~0 after softmax (notes 002)",
+    shown.compare("softmax, equal scores", "padding -> a very negative bias -> ~0 after softmax (notes 002)",
                   rounded(weights[:, 0, 0], 4))
     seq = causal_mask(len(TARGET))
     shown.compare("sequence mask", NOTES_SEQUENCE_MASK, [[int(v) for v in row] for row in seq.tolist()])

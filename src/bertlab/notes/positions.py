@@ -20,12 +20,13 @@ def formula(pos: int, dim: int, d_model: int) -> float:
 
 
 def positional_encoding(out_dir: str, overwrite: bool = False) -> Shown:
-    shown = Shown("sinusoidal positional encoding", "000, Positional Embedding; 002, 1 positional encoding 位置嵌入")
+    shown = Shown("sinusoidal positional encoding",
+                  "000, Positional Embedding; 002, 1 positional encoding 位置嵌入")
     pe = sinusoidal_positions(POSITIONS, D_MODEL)
     shown.say(f"core.sinusoidal_positions({POSITIONS}, d_model={D_MODEL}); the first {SHOWN_DIMS} dimensions "
               "(sin, cos, sin, ...), against the notes' formula")
     for pos in SHOWN_POSITIONS:
-        shown.compare(f"position {pos} (formula)", [round(formula(pos, d, D_MODEL), 4) for d in range(SHOWN_DIMS)],
+        shown.compare(f"position {pos} (formula)", rounded([formula(pos, d, D_MODEL) for d in range(SHOWN_DIMS)]),
                       rounded(pe[pos, :SHOWN_DIMS]))
     path = os.path.join(out_dir, PICTURE)
     check_output_file(path, overwrite, flag="-o")

@@ -3,6 +3,7 @@ tiny Seq2SeqTransformer trained in seconds on a handful of word-segmented senten
 teacher forcing (all target positions at once under the sequence mask) and the translation
 objective's label-smoothed loss, then decoded greedily one word at a time: input embeddings plus
 positions, each step's most likely words, and the sequence mask growing by one row a step."""
+import math
 import time
 
 import torch
@@ -16,7 +17,8 @@ from . import Shown, rounded
 
 PAIRS = [("我 爱 中国", "I love China"), ("我 爱 机器 学习", "I love machine learning"),
          ("机器 学习 很 有趣", "machine learning is interesting"), ("我 爱 你", "I love you"),
-         ("你 爱 中国", "you love China"), ("中国 很 大", "China is big"), ("你 很 有趣", "you are interesting"),
+         ("你 爱 中国", "you love China"), ("中国 很 大", "China is big"),
+         ("你 很 有趣", "you are interesting"),
          ("我 学习", "I learn")]
 SPECIALS = ["<pad>", "<bos>", "<eos>"]  # ids 0, 1, 2 on both sides
 SOURCE = "我 爱 中国"
@@ -72,7 +74,8 @@ def translation_walkthrough() -> Shown:
 
 
 def _walk() -> Shown:
-    shown = Shown("我爱中国 -> I love China, step by step", "000, Transformer (输入：我爱中国; Encoder/Decoder 步骤); Encoder-Decoder")
+    shown = Shown("我爱中国 -> I love China, step by step",
+                  "000, Transformer (输入：我爱中国; Encoder/Decoder 步骤); Encoder-Decoder")
     start = time.perf_counter()
     with torch.enable_grad():
         model, source, target, loss = train_toy_translator()
@@ -80,11 +83,13 @@ def _walk() -> Shown:
               f"pairs, {STEPS} steps, in {time.perf_counter() - start:.1f} s; last loss {loss:.3f}")
     words = SOURCE.split()
     src = torch.tensor([source.convert_tokens_to_ids(words) + [2]])
-    x = model.embed(model.source_embedding, src)
-    shown.say("encoder input = word embedding x sqrt(d_model) + positional encoding (first 4 of "
+    x = model.embed(model.source_embedding, src)  # what the encoder reads (no dropout in eval mode)
+    word_part = model.source_embedding(src) * math.sqrt(model.config.d_model)
+    shown.say("encoder input = word embedding x sqrt(d_model) + positional encoding (first 3 of "
               f"{model.config.d_model} dimensions):")
-    for word, row in zip(words + ["<eos>"], x[0]):
-        shown.say(f"  {word:<6} {rounded(row[:4], 3)}")
+    for i, word in enumerate(words + ["<eos>"]):
+        shown.say(f"  {word}\t{rounded(word_part[0, i, :3], 3)} + {rounded(model.positions.pe[i, :3], 3)} "
+                  f"= {rounded(x[0, i, :3], 3)}")
     memory, src_mask = model.encode(src)
     tokens = [model.config.bos_token_id]
     names = target.id_to_token
