@@ -110,6 +110,10 @@ def test_it_looks_at_the_animal(tmp_path):
     tired = shown.values["found"][SENTENCES[0], last]
     assert tired["animal"] > tired["street"]
     assert "animal" in [token for token, _ in tired["top"]]
+    n, h = shown.values["best_head"]  # one head, as the notes draw, links "it" to "animal" strongly
+    best = shown.values["found"][SENTENCES[0], n]
+    it, animal, street = (best["tokens"].index(t) for t in ("it", "animal", "street"))
+    assert best["heads"][h, it, animal] > 0.3 > best["heads"][h, it, street]
     assert open(shown.files[0], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
 

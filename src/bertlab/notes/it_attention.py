@@ -29,7 +29,8 @@ def it_attention(out_dir: str, overwrite: bool = False, model_name: str = "minil
             tokens, weights = attention_weights(model, tokenizer, sentence, n)
             (_, top), = most_attended(tokens, weights.mean(axis=0), "it", TOP_K)
             f = found[sentence, n] = {"top": top, "animal": _weight(tokens, weights, "animal"),
-                                      "street": _weight(tokens, weights, "street")}
+                                      "street": _weight(tokens, weights, "street"),
+                                      "heads": weights, "tokens": tokens}
             shown.say(f"  layer {n}: animal {f['animal']:.3f}  street {f['street']:.3f}   "
                       f"top: {', '.join(f'{t} {w:.2f}' for t, w in top)}")
     last = num_layers - 1
@@ -37,6 +38,13 @@ def it_attention(out_dir: str, overwrite: bool = False, model_name: str = "minil
     shown.say(f"last layer, animal/street weight ratio: 'tired' {tired['animal'] / tired['street']:.2f}, "
               f"'wide' {wide['animal'] / wide['street']:.2f} (above 1: 'it' looks at the animal more); "
               "the notes' picture is one chosen head, the mean of a layer's heads is blunter")
+    # the one head that links "it" to "animal" most: the notes' picture shows one head
+    n, h = max(((n, h) for n in range(num_layers) for h in range(len(tired["heads"]))),
+               key=lambda nh: _head_weight(found[SENTENCES[0], nh[0]], nh[1], "animal"))
+    shown.say(f"the head with most weight from 'it' to 'animal' in 'tired': layer {n} head {h}; "
+              + "; ".join(f"'{s.split()[-1]}': animal {_head_weight(found[s, n], h, 'animal'):.2f}, "
+                          f"street {_head_weight(found[s, n], h, 'street'):.2f}" for s in SENTENCES))
+    shown.values.update(best_head=(n, h))
     layer %= num_layers
     tokens, weights = attention_weights(model, tokenizer, SENTENCES[0], layer)
     render_heatmaps(path, tokens, weights, [f"head {h}" for h in range(len(weights))],
@@ -51,3 +59,9 @@ def it_attention(out_dir: str, overwrite: bool = False, model_name: str = "minil
 def _weight(tokens, weights, key: str) -> float:
     """The mean over heads of the weight from 'it' to `key`."""
     return float(weights.mean(axis=0)[tokens.index("it"), tokens.index(key)])
+
+
+def _head_weight(layer: dict, head: int, key: str) -> float:
+    """The weight from 'it' to `key` in one head of a layer's `found` entry."""
+    tokens = layer["tokens"]
+    return float(layer["heads"][head, tokens.index("it"), tokens.index(key)])
