@@ -22,9 +22,9 @@ def masks() -> Shown:
     shown.say("a batch padded to its longest sentence: " + " | ".join(" ".join(row) for row in batch))
     shown.compare("padding mask", "a bool tensor, False where padding is (notes 000)",
                   [[int(v) for v in row] for row in pad[:, 0, 0].tolist()])
-    # what the mask does: equal scores over 4 keys; the padded key gets (almost) nothing
-    scores_q = torch.zeros(2, 1, width, 1)
-    _, weights = attention(scores_q, torch.zeros(2, 1, width, 1), torch.zeros(2, 1, width, 1), mask=pad)
+    # what the mask does: all-zero queries and keys give equal scores; the padded key gets nothing
+    zeros = torch.zeros(len(batch), 1, width, 1)  # (batch, heads, len, d_k)
+    _, weights = attention(zeros, zeros, zeros, mask=pad)
     shown.compare("softmax, equal scores", "padding -> a very negative bias -> ~0 after softmax (notes 002)",
                   rounded(weights[:, 0, 0], 4))
     seq = causal_mask(len(TARGET))
