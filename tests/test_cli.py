@@ -34,6 +34,18 @@ def test_tokenize_one_line_per_input_line(tmp_path, capsys, bert_vocab_path, goo
     assert out.split("\n")[3] == " ".join(cased.tokenize(lines[3]))
 
 
+def test_tokenize_vocab_may_be_a_folder_holding_vocab_txt(tmp_path, capsys, bert_vocab_path):
+    """--vocab DIR reads DIR/vocab.txt (a model folder), with the same tokens as the file itself."""
+    import os
+    (tmp_path / "in.txt").write_text("unaffable 我爱中国\n", encoding="utf-8")
+    by_file = run(capsys, "tokenize", "--vocab", bert_vocab_path, str(tmp_path / "in.txt"))
+    by_folder = run(capsys, "tokenize", "--vocab", os.path.dirname(bert_vocab_path), str(tmp_path / "in.txt"))
+    assert by_folder == by_file and by_file[0] == 0 and by_file[1].startswith("una ##ffa ##ble")
+    (tmp_path / "empty").mkdir()
+    code, _, err = run(capsys, "tokenize", "--vocab", str(tmp_path / "empty"), str(tmp_path / "in.txt"))
+    assert code == 2 and "vocab.txt" in err
+
+
 def test_tokenize_splits_on_newline_only(tmp_path, capsys, bert_vocab_path):
     (tmp_path / "in.txt").write_bytes("a\u2028b\rc\x85d\ne".encode())
     code, out, _ = run(capsys, "tokenize", "--vocab", bert_vocab_path, str(tmp_path / "in.txt"))

@@ -73,8 +73,13 @@ RUN_FLAGS = {
                                                               help="steps between checkpoints")),
     "seed": ("--seed", (), dict(metavar="N", type=nonnegative_int, help="random seed")),
     "device": ("--device", (), dict(help="cpu, cuda, mps or auto")),
-    "precision": ("--precision", (), dict(choices=["fp32", "bf16", "fp16"],
-                                          help="fp32, or bf16/fp16 autocast (fp16 on CUDA only)")),
+    "precision": ("--precision", (), dict(choices=["auto", "fp32", "bf16", "fp16"],
+                                          help="fp32, or bf16/fp16 autocast (fp16 on CUDA only); auto: bf16 on "
+                                               "a CUDA device that has it, else fp32")),
+    "sharding": ("--sharding", (), dict(choices=["ddp", "fsdp"],
+                                        help="under torchrun: ddp replicates the model on every process, fsdp "
+                                             "shards its weights, gradients and optimizer state across them")),
+    "compile": ("--compile", (), dict(action="store_true", help="torch.compile the model the training step calls")),
     "resume": ("--resume", (), dict(action="store_true", help="continue from OUT/checkpoint.pt exactly as if "
                                                               "never stopped")),
 }

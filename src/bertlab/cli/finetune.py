@@ -25,7 +25,8 @@ def add_parser(subparsers):
     p.add_argument("--model", required=True, help="a BERT folder (HF layout) or 'minilm'")
     add_run_arguments(p.add_argument_group("run (google-research/bert's defaults)"), defaults=dict(
         batch_size=32, grad_accum=1, lr=5e-5, grad_clip=1.0, max_steps=None, max_minutes=None, eval_every=None,
-        seed=0, device="auto", precision="fp32", resume=False),
+        seed=0, device="auto", precision="auto", sharding="ddp", compile=False,
+        resume=False),
         help={"out": "folder for the model, logs and curves",
               "eval_every": "evaluate on dev and save a checkpoint every N steps (default: every epoch)",
               "max_minutes": "stop after this many minutes, keeping the best model and a checkpoint for --resume"})
@@ -114,7 +115,8 @@ def settings_from(args):
         warmup_proportion=args.warmup_proportion, weight_decay=args.weight_decay, grad_accum=args.grad_accum,
         grad_clip=args.grad_clip, eval_every=args.eval_every, patience=args.patience, max_steps=args.max_steps,
         max_minutes=args.max_minutes, group_by_length=args.group_by_length, seed=args.seed, device=args.device,
-        precision=args.precision, progress=not args.quiet, resume=args.resume)
+        precision=args.precision, sharding=args.sharding, compile=args.compile, progress=not args.quiet,
+        resume=args.resume)
 
 
 def run(args):

@@ -27,7 +27,8 @@ def add_parser(subparsers):
     p.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files")
     add_run_arguments(p.add_argument_group("run and optimisation"), defaults=dict(
         batch_size=16, grad_accum=1, lr=1e-3, max_steps=2000, max_minutes=None, eval_every=200, save_every=None,
-        seed=0, device="auto", precision="fp32", resume=False),
+        seed=0, device="auto", precision="auto", sharding="ddp", compile=False,
+        resume=False),
         help={"batch_size": "sequences per micro-batch per process",
               "max_steps": "optimizer steps; the cosine decays over these",
               "save_every": "steps between checkpoints (default: --eval-every)",
@@ -70,6 +71,7 @@ def run(args):
         resume=args.resume, overwrite=args.overwrite, batch_size=args.batch_size, grad_accum=args.grad_accum,
         lr=args.lr, warmup=args.warmup, max_steps=args.max_steps, max_minutes=args.max_minutes,
         weight_decay=args.weight_decay, eval_every=args.eval_every, eval_tokens=args.eval_tokens,
-        save_every=args.save_every, seed=args.seed, precision=args.precision, progress=not args.quiet)
+        save_every=args.save_every, seed=args.seed, precision=args.precision, sharding=args.sharding,
+        compile=args.compile, progress=not args.quiet)
     if is_main_process():
         print(report(summary, args.out), file=sys.stderr)

@@ -25,7 +25,8 @@ def add_parser(subparsers):
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p.add_argument_group("run and optimisation"), defaults=dict(
         batch_size=32, grad_accum=1, lr=1e-4, grad_clip=1.0, max_steps=1000, max_minutes=None, eval_every=500,
-        save_every=500, seed=0, device="auto", precision="fp32", resume=False),
+        save_every=500, seed=0, device="auto", precision="auto", sharding="ddp", compile=False,
+        resume=False),
         help={"batch_size": "instances per micro-batch per process"})
     g = p.add_argument_group("data")
     g.add_argument("--data", required=True, metavar="DIR", help="shard folder of the main phase (e.g. 128 tokens)")
@@ -70,6 +71,6 @@ def run(args):
         weight_decay=args.weight_decay, grad_clip=args.grad_clip, max_steps=args.max_steps,
         max_minutes=args.max_minutes, eval_every=args.eval_every, eval_instances=args.eval_instances,
         save_every=args.save_every, seed=args.seed, device=args.device, precision=args.precision,
-        progress=not args.quiet)
+        sharding=args.sharding, compile=args.compile, progress=not args.quiet)
     if is_main_process():
         print(report(summary, args.out), file=sys.stderr)

@@ -39,7 +39,8 @@ def add_parser(subparsers):
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p.add_argument_group("run and optimisation"), defaults=dict(
         grad_accum=1, lr=1e-3, grad_clip=0.0, max_steps=None, max_minutes=None, eval_every=250, save_every=None,
-        seed=0, device="auto", precision="fp32", resume=False),
+        seed=0, device="auto", precision="auto", sharding="ddp", compile=False,
+        resume=False),
         help={"grad_clip": "clip the gradient norm (0: off, as the paper)",
               "max_steps": "optimizer steps (500; 100000 with --max-minutes, so that the time decides)",
               "eval_every": "steps between validations",
@@ -117,6 +118,7 @@ def run(args):
         label_smoothing=args.label_smoothing, grad_clip=args.grad_clip,
         max_steps=args.max_steps or (100_000 if args.max_minutes else 500), max_minutes=args.max_minutes,
         eval_every=args.eval_every, save_every=args.save_every, bleu_sentences=args.bleu_sentences,
-        average_last=args.average_last, seed=args.seed, precision=args.precision, progress=not args.quiet)
+        average_last=args.average_last, seed=args.seed, precision=args.precision, sharding=args.sharding,
+        compile=args.compile, progress=not args.quiet)
     if is_main_process():
         print(report(summary, args.out), file=sys.stderr)

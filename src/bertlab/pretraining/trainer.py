@@ -210,6 +210,9 @@ class MaskedLMPretraining(Objective):
     def log_fields(self):
         return {"phase": self.current.number}
 
+    def context_length(self):
+        return self.current.data.meta["max_seq_length"]  # an upper bound: packing skips the padding
+
     def evaluate(self, model):
         if self.eval_data is None:
             return None

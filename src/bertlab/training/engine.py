@@ -4,8 +4,9 @@ The loop owns what all of them share: device and precision, seeding, torchrun da
 (DDP, or FSDP for models too big for one device), gradient accumulation and clipping, autocast and
 the fp16 GradScaler, the learning-rate schedule, the evaluation and checkpoint cadence, the step and
 time budget, atomic checkpoints that resume exactly (model, optimizer, scheduler, every random
-generator, the data position), the JSONL metrics log, the PNG curves, the progress bar and
-summary.json. An Objective supplies the rest: its model, batches, loss, evaluation and model folder.
+generator, the data position), torch.compile, the FLOP count and MFU, the JSONL metrics log, the PNG
+curves, the progress bar and summary.json. An Objective supplies the rest: its model, batches, loss,
+evaluation and model folder.
 """
 import contextlib
 import json
@@ -16,11 +17,11 @@ import time
 import torch
 
 from .. import progress, validate
-from ..device import autocast_dtype, pick_device
+from ..device import autocast_dtype, peak_tflops, pick_device, resolve_precision
 from .checkpoint import read_checkpoint, rng_states, set_rng_states, write_checkpoint
 from .distributed import all_agree, barrier, cleanup, gather_objects, rank_device, setup_distributed, sum_across
 from .metrics import MetricsLog, plot_curves
-from .parallel import full_state, load_full_state, wrap_model
+from .parallel import full_state, gradient_sync, load_full_state, meta_copy, unsharded_copy, wrap_model
 from .settings import RunSettings
 
 
@@ -70,6 +71,21 @@ class Objective:
         """({name: value} to log for the last step, averaged over processes; units it processed
         on this process, summed). Called once after every step."""
         return {}, 0.0
+
+    def context_length(self) -> int | None:
+        """The positions each token attends over now (the sequence length): attention's term in
+        the FLOP estimate. None: unknown (no FLOP count unless flops_per_unit is overridden)."""
+        return None
+
+    def flops_per_unit(self, model) -> float | None:
+        """Training FLOPs (forward and backward) per unit that step_stats counts, for the TFLOP/s
+        and MFU the engine reports; None: not reported. Asked after every step (a phase may change
+        the sequence length). By default, where the unit is tokens: training.flops' estimate."""
+        context = self.context_length()
+        if self.unit != "tokens" or context is None:
+            return None
+        from .flops import transformer_flops_per_token
+        return transformer_flops_per_token(model, context)
 
     def log_fields(self) -> dict:
         """Position fields logged with each training step (epoch, phase)."""
@@ -128,12 +144,24 @@ class Run:
     def __init__(self, objective: Objective, s: RunSettings):
         self.objective, self.s = objective, s
         device = pick_device(s.device)
-        self.dtype = autocast_dtype(s.precision, device)  # fp16 on a CPU is refused here, before any work
+        self.precision = resolve_precision(s.precision, device)
+        self.dtype = autocast_dtype(self.precision, device)  # fp16 on a CPU is refused here, before any work
         self.info = setup_distributed(device)
         self.device = rank_device(device, self.info)
+        sharded = s.sharding == "fsdp" and self.info.enabled
+        if sharded and self.dtype is torch.float16:
+            # torch.amp.GradScaler's overflow check would see each process's shard of the gradients
+            # alone, so processes could disagree on skipping a step
+            raise ValueError("fp16 under sharding fsdp: its loss scaling is not supported here; use --precision bf16")
         torch.manual_seed(s.seed)  # the same initial weights on every rank
         self.model = objective.setup(self)
+        # under FSDP the model's own parameters become shards: the skeleton (no memory) is what
+        # whole_model() fills to hand out an ordinary model
+        self.skeleton = meta_copy(self.model) if sharded else None
         self.net = wrap_model(self.model, self.info, self.device, s.sharding, objective.find_unused_parameters)
+        # what the training step calls; self.net keeps the parameter names checkpoints use
+        self.step_net = torch.compile(self.net) if s.compile else self.net
+        self.peak_tflops = peak_tflops(self.device, self.precision)
         self.total_steps, self.eval_every = objective.plan(s)
         self.save_every = s.save_every or self.eval_every
         self.optimizer = objective.optimizer(self.model, s)
@@ -143,6 +171,7 @@ class Run:
         self.log = MetricsLog(os.path.join(s.out, "metrics.jsonl"), self.info.is_main)
         self.ckpt = os.path.join(s.out, "checkpoint.pt")
         self.step, self.units, self.train_seconds, self.last_eval = 0, 0.0, 0.0, None
+        self.flops = None  # training FLOPs so far, every process's (None: the objective has no estimate)
         torch.manual_seed(s.seed + 1 + self.info.rank)  # dropout differs per rank
         if s.resume:
             self.restore()
@@ -163,7 +192,7 @@ class Run:
         model_state, optimizer_state = full_state(self.net, self.optimizer, self.info)
         if self.is_main:
             extra = {**self.objective.shared_state(), **self._extra(), "units": self.units,
-                     "train_seconds": self.train_seconds, "last_eval": self.last_eval,
+                     "flops": self.flops, "train_seconds": self.train_seconds, "last_eval": self.last_eval,
                      "scaler": self.scaler.state_dict() if self.scaler else None}
             write_checkpoint(self.ckpt, {"model": model_state, "optimizer": optimizer_state,
                                          "scheduler": self.scheduler.state_dict(), "step": self.step,
@@ -192,10 +221,31 @@ class Run:
         self.objective.load_shared_state(saved)
         set_rng_states(ranks[self.info.rank]["rng"])
         self.step, self.units, self.train_seconds = state["step"], saved["units"], saved["train_seconds"]
+        self.flops = saved.get("flops")
         self.last_eval = saved.get("last_eval")
         self.log.truncate_after(self.step)
         if self.is_main:  # said even with progress off: which checkpoint was continued is part of the result
             progress.write(f"resuming {self.ckpt} at step {self.step} of {self.total_steps}")
+
+    def whole_model(self) -> torch.nn.Module:
+        """The model to evaluate and hand out: self.model, or under FSDP an ordinary module holding
+        the whole weights (a fresh copy on every process: each process evaluates its share of the
+        held-out data, and a share may take more forward passes than another's, which a sharded
+        model could not, as every forward pass gathers its weights from all processes)."""
+        if self.skeleton is None:
+            return self.model
+        return unsharded_copy(self.net, self.skeleton, self.device)
+
+    def tflop_per_s(self) -> float | None:
+        """Achieved training TFLOP/s, all processes together."""
+        return None if self.flops is None else self.flops / max(self.train_seconds, 1e-9) / 1e12
+
+    def mfu(self) -> float | None:
+        """Model FLOPs utilisation: achieved FLOP/s over the devices' peak at this precision."""
+        achieved = self.tflop_per_s()
+        if achieved is None or self.peak_tflops is None:
+            return None
+        return achieved / (self.peak_tflops * self.info.world_size)
 
     def evaluate(self, model) -> dict | None:
         with self.autocast:
@@ -206,6 +256,19 @@ class Run:
             if self.is_main and self.s.progress:
                 progress.write(f"step {self.step}: {self.objective.describe(metrics)}")
         return metrics
+
+
+def flops_postfix(run: Run) -> dict:
+    """The progress line's achieved TFLOP/s (all processes) and MFU, where known."""
+    achieved, mfu = run.tflop_per_s(), run.mfu()
+    return {**({"tflop_s": f"{achieved:.3g}"} if achieved is not None else {}),
+            **({"mfu": f"{mfu:.1%}"} if mfu is not None else {})}
+
+
+def flops_summary(run: Run) -> dict:
+    achieved, mfu = run.tflop_per_s(), run.mfu()
+    return {"train_flops": run.flops, "tflop_per_s": None if achieved is None else float(f"{achieved:.4g}"),
+            "peak_tflop_per_s": run.peak_tflops, "mfu": None if mfu is None else float(f"{mfu:.4g}")}
 
 
 def differences(saved, now) -> str:
@@ -228,18 +291,20 @@ def train_step(model, optimizer, scheduler, next_batch, grad_accum=1, grad_clip=
     batch's mean loss (default: a GPT called as model(x, y)).
 
     Each micro-batch's loss is divided by grad_accum, so the summed gradients equal those of one
-    batch grad_accum times as large. Under DDP, gradients are all-reduced only on the last
-    micro-batch (no_sync before it): one communication per step instead of one per micro-batch.
+    batch grad_accum times as large. Under DDP and FSDP, gradients are synchronised only on the last
+    micro-batch (parallel.gradient_sync): one communication per step instead of one per micro-batch.
+    Under FSDP the gradients are shards (DTensors), and clip_grad_norm_ computes the global norm
+    across processes.
     """
     validate.positive_int("grad_accum", grad_accum)
     validate.nonnegative_float("grad_clip", grad_clip)  # a negative norm would flip the gradients
     batches = iter(next_batch) if not callable(next_batch) else (next_batch() for _ in range(grad_accum))
     total = 0.0
     for micro, batch in enumerate(batches):
-        sync = micro == grad_accum - 1 or not hasattr(model, "no_sync")
-        with (contextlib.nullcontext() if sync else model.no_sync()), (autocast or contextlib.nullcontext()):
-            loss = loss_of(model, batch) / grad_accum
-        (scaler.scale(loss) if scaler else loss).backward()
+        with gradient_sync(model, micro == grad_accum - 1):
+            with autocast or contextlib.nullcontext():
+                loss = loss_of(model, batch) / grad_accum
+            (scaler.scale(loss) if scaler else loss).backward()
         total += loss.item()
     if scaler:
         scaler.unscale_(optimizer)
@@ -268,28 +333,32 @@ def fit(objective: Objective, s: RunSettings) -> dict:
     while run.step < run.total_steps:
         lr = run.optimizer.param_groups[0]["lr"]
         tick = time.perf_counter()
-        loss = train_step(run.net, run.optimizer, run.scheduler, objective.micro_batches(s.grad_accum), s.grad_accum,
-                          s.grad_clip, run.autocast, run.scaler, loss_of=objective.loss)
+        loss = train_step(run.step_net, run.optimizer, run.scheduler, objective.micro_batches(s.grad_accum),
+                          s.grad_accum, s.grad_clip, run.autocast, run.scaler, loss_of=objective.loss)
         run.train_seconds += time.perf_counter() - tick
         run.step += 1
         values, count = objective.step_stats()
-        # one all-reduce for everything logged: [loss, the objective's values] averaged, count summed
-        summed = sum_across(torch.tensor([loss, *values.values(), count], dtype=torch.float64), info)
+        per_unit = objective.flops_per_unit(run.model)
+        # one all-reduce for everything logged: [loss, the objective's values] averaged, count and FLOPs summed
+        summed = sum_across(torch.tensor([loss, *values.values(), count, count * (per_unit or 0.0)],
+                                         dtype=torch.float64), info)
         last = {"loss": summed[0].item() / info.world_size,
                 **{k: summed[i + 1].item() / info.world_size for i, k in enumerate(values)}}
         if not math.isfinite(last["loss"]):
             raise ValueError(f"step {run.step}: the training loss is {last['loss']}; the run diverged "
                              "(try a smaller --lr)")
-        run.units += summed[-1].item()
+        run.units += summed[-2].item()
+        if per_unit is not None:
+            run.flops = (run.flops or 0.0) + summed[-1].item()
         speed = run.units / max(run.train_seconds, 1e-9)
         timing = {f"{objective.unit}_per_s": speed} if objective.log_speed else {}
         run.log.write(run.step, "train", **last, lr=lr, **timing, **objective.log_fields())
         bar.update(1)
         bar.set_postfix(loss=f"{last['loss']:.3f}", lr=f"{lr:.2e}", **{f"{objective.unit[:3]}_s": f"{speed:,.1f}"},
-                        refresh=False)
+                        **flops_postfix(run), refresh=False)
         out_of_time = s.max_minutes is not None and all_agree(time.perf_counter() - start > s.max_minutes * 60, info)
         if run.step % run.eval_every == 0 or out_of_time:
-            run.evaluate(run.model)
+            run.evaluate(run.whole_model())
             stop = objective.stop_reason()
             if stop:
                 break
@@ -303,8 +372,9 @@ def fit(objective: Objective, s: RunSettings) -> dict:
         run.save()
     elif run.is_main and os.path.exists(run.ckpt):
         os.remove(run.ckpt)  # the run is complete: nothing to resume, and it is three times the model's size
-    model = objective.final_model(run.model)
-    if run.last_eval is None or run.last_eval[0] != run.step or model is not run.model:
+    trained = run.whole_model()
+    model = objective.final_model(trained)
+    if run.last_eval is None or run.last_eval[0] != run.step or model is not trained:
         run.evaluate(model)
     seconds = time.perf_counter() - start
     summary = {"steps": run.step, "total_steps": run.total_steps, "stopped_by_time": stopped_by_time,
@@ -312,7 +382,9 @@ def fit(objective: Objective, s: RunSettings) -> dict:
                objective.unit: run.units, f"{objective.unit}_per_s": round(run.units / max(run.train_seconds, 1e-9), 1),
                "resumed_from_step": first_step if s.resume else None, "last_train": last,
                "held_out": run.last_eval[1] if run.last_eval else None,
-               "parameters": sum(p.numel() for p in run.model.parameters()), "world_size": info.world_size}
+               "parameters": sum(p.numel() for p in run.model.parameters()), "world_size": info.world_size,
+               "precision": run.precision, "sharding": s.sharding if info.enabled else None, "compile": s.compile,
+               **flops_summary(run)}
     summary = objective.summary(summary)
     if run.is_main:
         objective.export(run, model, summary)

@@ -12,7 +12,7 @@ import torch
 from .. import validate
 from ..data.token_stream import TokenStream, eval_blocks
 from ..models.gpt import GPT, GPTConfig
-from .distributed import DistInfo, mean_across
+from .distributed import DistInfo, sum_across
 from .engine import Objective, fit
 from .schedules import SCHEDULES, make_scheduler
 from .settings import RunSettings, optional
@@ -49,7 +49,8 @@ class GPTSettings(RunSettings):
 
 @torch.no_grad()
 def evaluate(model, x, y, batch_size, autocast=None, info: DistInfo = DistInfo()) -> float:
-    """Mean next-token loss over held-out blocks (each rank takes every world_size-th block)."""
+    """Mean next-token loss over held-out blocks (each rank takes every world_size-th block; the
+    ranks' sums and counts are added, so the mean is the one process's whatever the split)."""
     was_training = model.training
     model.eval()
     x, y = x[info.rank::info.world_size], y[info.rank::info.world_size]
@@ -61,7 +62,8 @@ def evaluate(model, x, y, batch_size, autocast=None, info: DistInfo = DistInfo()
         n = y[i:i + batch_size].numel()
         total, count = total + loss.item() * n, count + n
     model.train(was_training)
-    return mean_across(total / max(count, 1), info)
+    total, count = sum_across(torch.tensor([total, count], dtype=torch.float64), info).tolist()
+    return total / max(count, 1)
 
 
 class LanguageModeling(Objective):
@@ -93,6 +95,16 @@ class LanguageModeling(Objective):
 
     def step_stats(self):
         return {}, self.s.batch_size * self.s.block_size * self.s.grad_accum
+
+    def context_length(self):
+        return self.s.block_size
+
+    def flops_per_unit(self, model):
+        """The engine's estimate plus the output layer: tied to the token embeddings, so not among
+        the non-embedding parameters, yet a (n_embd x vocab) product at every position, 6 x n_embd x
+        vocab FLOPs a token (27% of GPT-2 124M's total at 1024 tokens)."""
+        c = self.s.model
+        return super().flops_per_unit(model) + 6 * c.n_embd * c.vocab_size
 
     def evaluate(self, model):
         loss = evaluate(model, *self.val, self.s.batch_size, None, self.run.info)

@@ -3,7 +3,7 @@ them one to one). An objective's settings add its own fields and checks to these
 from dataclasses import dataclass, fields
 
 from .. import validate
-from ..device import DTYPES
+from ..device import PRECISIONS
 from ..models.config import JsonConfig
 
 SHARDING = ("ddp", "fsdp")
@@ -24,8 +24,9 @@ class RunSettings:
     save_every: int | None = None     # steps between checkpoints; None: at each evaluation
     seed: int = 0
     device: str = "auto"
-    precision: str = "fp32"           # or bf16 / fp16 autocast
+    precision: str = "auto"           # fp32, or bf16 / fp16 autocast; auto: bf16 on a CUDA device with it, else fp32
     sharding: str = "ddp"             # under torchrun: ddp replicates the model, fsdp shards it
+    compile: bool = False             # torch.compile the module the training step calls
     resume: bool = False              # continue from out/checkpoint.pt exactly
     progress: bool = True
 
@@ -40,8 +41,8 @@ class RunSettings:
 
     def __post_init__(self):
         validate.check_fields(self, self.checks())
-        if self.precision not in DTYPES:
-            raise ValueError(f"precision {self.precision!r}: choose one of {sorted(DTYPES)}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision {self.precision!r}: choose one of {PRECISIONS}")
         if self.sharding not in SHARDING:
             raise ValueError(f"sharding {self.sharding!r}: choose one of {SHARDING}")
 

@@ -261,7 +261,7 @@ class Translation(Objective):
     def step_stats(self):
         # after every step: at each checkpoint step, the snapshot --average-last averages
         if self.s.average_last and self.run.step % self.run.save_every == 0:
-            self.snapshots = self.kept(self.snapshots + [(self.run.step, weights_copy(self.run.model))])
+            self.snapshots = self.kept(self.snapshots + [(self.run.step, weights_copy(self.run.whole_model()))])
         return {"target_tokens": self.step_tokens}, self.tokens
 
     def log_fields(self):
