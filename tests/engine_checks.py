@@ -12,6 +12,25 @@ import torch
 import torch.multiprocessing as mp
 
 
+def tiny_gpt_config():
+    """A GPT small enough for several processes in seconds, without dropout (runs compare exactly)."""
+    from bertlab.models import GPTConfig
+    return GPTConfig.from_dict({**GPTConfig.preset("test", n_positions=16).to_dict(hf=False), "vocab_size": 40,
+                                "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0})
+
+
+def char_token_files(folder) -> str:
+    """train.bin / val.bin of 400 short lines, character-level, in `folder` (returned as a str)."""
+    from bertlab.data.token_stream import prepare_token_files
+    from bertlab.tokenization.char_level import CharTokenizer
+    text = folder / "corpus.txt"
+    text.write_text("".join(f"line {i}: the quick brown fox {i % 7} jumps over the lazy dog\n"
+                            for i in range(400)), encoding="utf-8")
+    prepare_token_files([str(text)], CharTokenizer.train([text.read_text(encoding="utf-8")]), str(folder),
+                        val_fraction=0.1)
+    return str(folder)
+
+
 def train_records(out) -> list[dict]:
     with open(os.path.join(out, "metrics.jsonl"), encoding="utf-8") as f:
         return [r for r in map(json.loads, f) if r["kind"] == "train"]

@@ -7,27 +7,19 @@ import os
 import pytest
 import torch
 
-from bertlab.data.token_stream import prepare_token_files
 from bertlab.device import peak_tflops, resolve_precision
-from bertlab.models import GPT, GPTConfig
-from bertlab.tokenization.char_level import CharTokenizer
+from bertlab.models import GPT
 from bertlab.training import engine
 from bertlab.training.engine import fit
 from bertlab.training.lm_trainer import GPTSettings, LanguageModeling
+from engine_checks import char_token_files, tiny_gpt_config
 
-CONFIG = GPTConfig.from_dict({**GPTConfig.preset("test", n_positions=16).to_dict(hf=False), "vocab_size": 40,
-                              "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0})
+CONFIG = tiny_gpt_config()
 
 
 @pytest.fixture(scope="module")
 def tokens(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tokens")
-    text = folder / "corpus.txt"
-    text.write_text("".join(f"line {i}: the quick brown fox {i % 7} jumps over the lazy dog\n"
-                            for i in range(400)), encoding="utf-8")
-    prepare_token_files([str(text)], CharTokenizer.train([text.read_text(encoding="utf-8")]), str(folder),
-                        val_fraction=0.1)
-    return str(folder)
+    return char_token_files(tmp_path_factory.mktemp("tokens"))
 
 
 def settings(data, out, **kw):
