@@ -99,6 +99,9 @@ def report(args, summary):
         line += " (stopped by --max-minutes; --resume continues)"
     if held:
         line += f"\nheld-out masked LM: loss {held['mlm_loss']:.3f}, accuracy {held['mlm_accuracy']:.3f}"
+        floor = summary.get("held_out_most_frequent_token")
+        if floor:
+            line += f" (always predicting {floor['token']!r}, the most frequent masked token: {floor['mlm_accuracy']:.3f})"
         if "nsp_accuracy" in held:
             line += f"; next sentence: loss {held['nsp_loss']:.3f}, accuracy {held['nsp_accuracy']:.3f}"
     print(f"{line}\nmodel: {os.path.join(args.out, 'model')}", file=sys.stderr)
