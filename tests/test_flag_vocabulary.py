@@ -14,7 +14,7 @@ TRAINING = {  # command: the shared flags it has no use for
     "translate-train": {"batch_size"},  # it batches by --max-tokens
 }
 FOLDER_WRITERS = [["vocab"], ["create-pretraining-data"], ["data", "english-corpus"], ["data", "python-docs"],
-                  ["data", "gettext"], ["convert"]]
+                  ["data", "gettext"], ["convert"], ["data", "debian-zh"]]
 
 
 def _subparser(*path):
@@ -60,7 +60,7 @@ def test_old_spellings_parse_to_the_new_dest(command):
 @pytest.mark.parametrize("path", FOLDER_WRITERS, ids=" ".join)
 def test_commands_writing_a_folder_take_out_and_the_old_output_dir(path):
     assert [a.option_strings for a in _visible(_subparser(*path), "out")] == [["-o", "--out"]]
-    extra = {"gettext": ["--lang", "de"], "python-docs": [], "english-corpus": []}.get(path[-1], ["x.txt"])
+    extra = {"gettext": ["--lang", "de"], "python-docs": [], "english-corpus": [], "debian-zh": []}.get(path[-1], ["x.txt"])
     if path == ["create-pretraining-data"]:
         extra += ["--vocab", "v.txt"]
     for spelling in ("-o", "--out", "--output-dir"):

@@ -554,12 +554,14 @@ def test_progress_lines_reach_a_log_file(f, tmp_path):
 # ---- the data commands do not import torch ------------------------------------------------------------
 
 def test_data_commands_run_without_torch(f, tmp_path):
-    """tokenize, vocab, create-pretraining-data and data need no model: importing torch would add
+    """tokenize, vocab, create-pretraining-data and data (debian-zh too) need no model: importing torch would add
     seconds to each run (4.7 s of a one-line `bertlab tokenize` before)."""
     runs = [["tokenize", "--vocab", f["vocab"], f["doc"]],
             ["vocab", f["doc"], "-o", tmp_path / "v", "--vocab-size", "60", "--quiet"],
             ["create-pretraining-data", f["doc"], "--vocab", f["vocab"], "-o", tmp_path / "s", *SHARD_FLAGS],
             ["data", "python-docs", "--summaries", f["summaries"], "-o", tmp_path / "pd"],
+            ["data", "debian-zh", "--lists", os.path.join(os.path.dirname(__file__), "fixtures", "debian-zh"),
+             "-o", tmp_path / "zh", "--min-per-section", "1"],
             ["pretrain", "--help"], ["data", "--help"]]
     script = ("import contextlib, io, sys\nfrom bertlab.cli import main\n"
               "for argv in %r:\n"

@@ -378,7 +378,7 @@ def test_chinese_whole_word_masking_from_ref_file(chinese_vocab, tmp_path):
 
 def test_chinese_whole_word_masking_with_jieba(chinese_vocab, tmp_path):
     bert_vocab_path = chinese_vocab
-    jieba = pytest.importorskip("jieba")
+    import jieba  # a required dependency: the test must run everywhere
     tokenizer = load_vocab_tokenizer(bert_vocab_path)
     lines, continues = _chinese_lines(), {}
     for line in lines:
@@ -390,6 +390,36 @@ def test_chinese_whole_word_masking_with_jieba(chinese_vocab, tmp_path):
     data, tokenizer = _chinese_run(tmp_path, bert_vocab_path, lines, "--jieba")
     assert data.meta["settings"]["chinese_words"] == "jieba"
     _check_chinese_words(data, tokenizer, continues)
+
+
+def test_jieba_masks_whole_words_of_a_sentence(tmp_path):
+    """我爱中国，我们在北京大学学习自然语言处理。: jieba's words (中国, 北京大学, 自然语言, ...) are masked
+    whole or not at all, over many draws, and every word of several characters is masked whole
+    at least once."""
+    from bertlab.pretraining.masking import jieba_continues
+    line = "我爱中国，我们在北京大学学习自然语言处理。"
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(set(line))]) + "\n", encoding="utf-8")
+    tokenizer = load_vocab_tokenizer(str(path))
+    words = ["我", "爱", "中国", "，", "我们", "在", "北京大学", "学习", "自然语言", "处理", "。"]
+    flags = jieba_continues(line, tokenizer)
+    assert flags == [k > 0 for word in words for k in range(len(word))]  # jieba's default dictionary
+    spans, start = [], 1  # piece positions of each word in [CLS] line [SEP]
+    for word in words:
+        spans.append(set(range(start, start + len(word))))
+        start += len(word)
+    ids = [tokenizer.cls_token_id, *tokenizer.tokenize_ids(line), tokenizer.sep_token_id]
+    specials = frozenset(ids[i] for i in (0, -1))
+    masked_whole = Counter()
+    for seed in range(300):
+        _, masked, labels = create_masked_lm_predictions(
+            ids, 0.3, 8, len(tokenizer.vocab), random.Random(seed), never_mask=specials,
+            mask_id=tokenizer.vocab.token_to_id["[MASK]"], continues=[False, *flags, False])
+        assert labels == [ids[p] for p in masked]
+        for word, span in zip(words, spans):
+            assert span <= set(masked) or not span & set(masked), (word, masked)
+            masked_whole[word] += span <= set(masked)
+    assert all(masked_whole[w] > 0 for w in words if len(w) > 1), masked_whole
 
 
 # -- RoBERTa's full sentences, dynamic masking ----------------------------------------------------
@@ -579,7 +609,7 @@ def test_jieba_missing_is_a_clear_error(chinese_vocab, tmp_path, capsys, monkeyp
     text = tmp_path / "zh.txt"
     text.write_text("我们在北京大学学习\n", encoding="utf-8")
     code, _, err = run_cli(capsys, text, "--vocab", chinese_vocab, "-o", tmp_path / "out", "--jieba")
-    assert code == 2 and "needs the jieba package: pip install 'bertlab[chinese]'" in err
+    assert code == 2 and "needs the jieba package" in err and "pip install 'jieba>=0.42'" in err
 
 
 def test_rows_in_any_order_across_shards(tmp_path):

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -146,6 +147,18 @@ def test_mlm_loss_falls_on_real_text(folders, tmp_path):
     assert [r["step"] for r in train_records(tmp_path, "eval")] == [30, 60]
     assert (tmp_path / "curves.png").stat().st_size > 10_000
     assert json.loads((tmp_path / "summary.json").read_text())["steps"] == 60
+    # the floor to read it against: always the token most often masked in training, counted by hand
+    def labels(folder):
+        data = PretrainingData(folder)
+        r = data.rows(np.arange(len(data)))
+        return [int(i) for row, n in zip(r["masked_lm_ids"], r["masked_lm_counts"]) for i in row[:n]], data
+    (train, data), (dev, _) = labels(folders["train"]), labels(folders["dev"])
+    top = Counter(train).most_common(1)[0][0]
+    floor = summary["held_out_most_frequent_token"]
+    assert floor == {"token": data.vocab.id_to_token[top], "mlm_accuracy": pytest.approx(dev.count(top) / len(dev))}
+    # 60 steps reach the unigram level the docs describe: the model predicts the floor's token
+    assert 0 < floor["mlm_accuracy"] <= held["mlm_accuracy"]
+    assert json.loads((tmp_path / "summary.json").read_text())["held_out_most_frequent_token"] == floor
 
 
 def test_export_loads_in_transformers_with_equal_logits_and_finetune_starts_from_it(folders, tmp_path):

@@ -138,3 +138,23 @@ def test_vocab_feeds_create_pretraining_data(learned, corpus, tmp_path):
     assert data.meta["vocab_size"] == len(Vocab.load(learned / "vocab.txt")) and len(data) > 50
     assert (tmp_path / "out" / "vocab.txt").read_text() == (learned / "vocab.txt").read_text()
     assert json.loads((tmp_path / "out" / "tokenizer_config.json").read_text())["do_lower_case"] is True
+
+
+def test_chinese_text_gives_google_chinese_vocab_layout(tmp_path):
+    """On Chinese text (real Debian zh_CN descriptions, tests/fixtures/debian-zh) every CJK
+    character is a token of its own and never a ## continuation, as in google's Chinese vocab:
+    BasicTokenizer puts spaces around each CJK character before WordPiece sees the text. Latin words
+    in the text still get word pieces."""
+    from bertlab.data.debian_zh import build_debian_zh
+    fixture = os.path.join(os.path.dirname(__file__), "fixtures", "debian-zh")
+    build_debian_zh(tmp_path / "zh", fixture, min_per_section=1)
+    text = tmp_path / "zh.txt"
+    text.write_text((tmp_path / "zh" / "train.txt").read_text(encoding="utf-8") + "\n我爱中国。\n", encoding="utf-8")
+    assert main(["vocab", str(text), "-o", str(tmp_path / "vocab"), "--vocab-size", "2000", "--min-frequency", "1"]) == 0
+    tokens = Vocab.load(tmp_path / "vocab" / "vocab.txt").id_to_token
+    cjk = [t for t in tokens if any(is_chinese_char(ord(c)) for c in t)]
+    assert len(cjk) > 200 and all(len(t) == 1 for t in cjk)  # no "##中", no "中国"
+    assert set("古代战争实时策略游戏我爱中国") <= set(cjk)
+    assert any(t.startswith("##") for t in tokens)  # Latin words (e.g. "adduser") are still pieces
+    tokenizer = BertTokenizer.from_pretrained(tmp_path / "vocab")
+    assert tokenizer.tokenize("我爱中国，adduser") == ["我", "爱", "中", "国", "，"] + tokenizer.tokenize("adduser")

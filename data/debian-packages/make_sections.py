@@ -29,6 +29,8 @@ import subprocess
 import sys
 from collections import Counter
 
+from bertlab.data.debian_zh import stanzas  # deb822 fields, one parser for both Debian sets
+
 SECTIONS = ["admin", "database", "editors", "electronics", "games", "graphics", "hamradio", "mail", "math",
             "net", "science", "sound", "text", "video", "web"]
 COMPANIONS = ("-dbg", "-dbgsym", "-doc", "-dev", "-data", "-common")
@@ -41,20 +43,6 @@ def read_index(path) -> str:
     opener = gzip.open if path.endswith(".gz") else lzma.open if path.endswith(".xz") else open
     with opener(path, "rb") as f:
         return f.read().decode("utf-8", "replace")
-
-
-def stanzas(text: str):
-    """Each package's fields (deb822: 'Field: value', continuation lines start with a space)."""
-    for block in text.split("\n\n"):
-        fields, key = {}, None
-        for line in block.splitlines():
-            if line.startswith((" ", "\t")) and key:
-                fields[key] += "\n" + line
-            elif ":" in line:
-                key, _, value = line.partition(":")
-                fields[key] = value.strip()
-        if "Package" in fields:
-            yield fields
 
 
 def split_of(source: str) -> str:

@@ -42,8 +42,7 @@ def add_parser(subparsers):
                               "non-blank line of FILE, the positions in [CLS] + its pieces of the pieces that "
                               "continue a word (what HF's run_chinese_ref.py writes)")
     chinese.add_argument("--jieba", action="store_true",
-                         help="whole-word masking for Chinese by jieba's word segmentation (pip install "
-                              "'bertlab[chinese]')")
+                         help="whole-word masking for Chinese by jieba's word segmentation")
     p.add_argument("--dynamic-masking", action="store_true",
                    help="store unmasked instances; training draws a fresh mask every time (RoBERTa)")
     p.add_argument("--workers", type=positive_int, default=len(os.sched_getaffinity(0))

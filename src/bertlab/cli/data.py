@@ -137,7 +137,62 @@ def run_gettext(args):
     return 0
 
 
+DEBIAN_ZH_EXAMPLE = """example:
+  sudo apt-get update -o Acquire::Languages=zh_CN      # apt fetches no Chinese descriptions unless asked
+  bertlab data debian-zh -o corpus/debian-zh
+
+DIR gets train.txt and heldout.txt (the pretraining corpus: one sentence per line, a blank line
+between packages; held out: the dev and test packages' descriptions), {train,dev,test}.tsv (package,
+section, description: for `bertlab finetune --task classify --text-a description --label section`)
+and stats.json (the files read, rows per section and split, what was dropped and why)."""
+
+
+def add_debian_zh(subparsers):
+    from ..data.debian_zh import APT_LISTS
+    p = subparsers.add_parser(
+        "debian-zh", help="Chinese package descriptions from apt's lists: a corpus and a labelled set",
+        description="Real Chinese text and labels from Debian's package index: the zh_CN translations of "
+                    "package descriptions (apt's Translation-zh_CN list), each labelled with the package's "
+                    "archive section from the Packages lists (joined by package name and description md5). "
+                    "Split by source package; the zh_CN gettext catalogs can join the pretraining text.",
+        epilog=DEBIAN_ZH_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_out_argument(p, "output folder (created)")
+    p.add_argument("--overwrite", action="store_true", help="replace a data set already in DIR")
+    p.add_argument("--lists", default=APT_LISTS, metavar="DIR",
+                   help=f"apt's lists folder, holding *Translation-zh_CN* and *_Packages* (default {APT_LISTS})")
+    p.add_argument("--heldout", type=fraction_below_one, default=0.15,
+                   help="share of source packages for dev and for test, each; below 0.5 (default 0.15)")
+    p.add_argument("--min-per-section", type=positive_int, default=15,
+                   help="keep sections with at least this many training descriptions (default 15)")
+    p.add_argument("--gettext", metavar="LOCALE_DIR", nargs="?", const="/usr/share/locale",
+                   help="add the zh_CN gettext catalogs' translations under LOCALE_DIR (default "
+                        "/usr/share/locale) to train.txt")
+    p.set_defaults(run=run_debian_zh)
+
+
+def run_debian_zh(args):
+    from ..data.debian_zh import build_debian_zh
+    _check_heldout(args.heldout, below=0.5)
+    if args.heldout == 0:
+        raise ValueError("--heldout 0: dev and test would be empty")
+    claim_output_folder(args.out, DEBIAN_ZH_FILES, args.overwrite)
+    stats = build_debian_zh(args.out, args.lists, args.heldout, args.min_per_section, args.gettext)
+    for kind in ("translations", "packages", "gettext_catalogs"):
+        files = stats["inputs"][kind]
+        if files:
+            print(f"read {kind}: " + (", ".join(files) if len(files) <= 4 else f"{len(files)} files"), file=sys.stderr)
+    rows = stats["rows"]
+    print(f"{args.out}: {len(stats['sections'])} sections; train {rows['train']:,}, dev {rows['dev']:,}, "
+          f"test {rows['test']:,} rows", file=sys.stderr)
+    for name, c in stats["corpus"].items():
+        print(f"  {name}: {c['documents']:,} documents, {c['sentences']:,} sentences, {c['characters']:,} characters",
+              file=sys.stderr)
+    print("  dropped: " + (", ".join(f"{k} {v:,}" for k, v in stats["dropped"].items()) or "nothing"), file=sys.stderr)
+    return 0
+
+
 CORPUS_FILES = ("train.txt", "heldout.txt", "stats.json", "SOURCES.md")
+DEBIAN_ZH_FILES = ("train.txt", "heldout.txt", "train.tsv", "dev.tsv", "test.tsv", "stats.json")
 
 
 def _check_heldout(share: float, below: float):
@@ -155,4 +210,4 @@ def _report(summary: dict, out: str):
               file=sys.stderr)
 
 
-SUBCOMMANDS = [add_english_corpus, add_python_docs, add_gettext]
+SUBCOMMANDS = [add_english_corpus, add_python_docs, add_gettext, add_debian_zh]

@@ -42,6 +42,33 @@ def evaluate(model, data, batch_size: int, device, autocast=None, info: DistInfo
     return out
 
 
+def masked_label_counts(data, limit: int | None = None) -> np.ndarray | None:
+    """How often each vocabulary id is a masked-LM label in the first `limit` instances (all by
+    default); None for dynamically masked data, whose labels are drawn at training time."""
+    if data.dynamic:
+        return None
+    counts = np.zeros(data.meta["vocab_size"], np.int64)
+    n = len(data) if limit is None else min(limit, len(data))
+    for start in range(0, n, 65536):  # a block at a time: the shards are memory-mapped
+        r = data.rows(np.arange(start, min(n, start + 65536)))
+        real = np.arange(r["masked_lm_ids"].shape[1])[None, :] < r["masked_lm_counts"][:, None]
+        counts += np.bincount(r["masked_lm_ids"][real].astype(np.int64), minlength=len(counts))
+    return counts
+
+
+def most_frequent_token_baseline(train, held_out, limit: int | None = None) -> dict | None:
+    """The masked-LM accuracy a model reaches by always predicting the token most often masked in
+    the training instances: its share of the held-out labels (the first `limit` instances, as
+    `evaluate` reads them). The floor a held-out mlm_accuracy should be read against; None when
+    either side is dynamically masked."""
+    train_counts, held_counts = masked_label_counts(train), masked_label_counts(held_out, limit)
+    if train_counts is None or held_counts is None:
+        return None
+    token = int(train_counts.argmax())
+    return {"token": held_out.vocab.id_to_token[token],
+            "mlm_accuracy": float(held_counts[token] / max(held_counts.sum(), 1))}
+
+
 def plot_pretraining_curves(records: list[dict], path, title: str = ""):
     """Three panels: train and held-out losses, held-out accuracies, learning rate (PNG, atomic)."""
     import matplotlib

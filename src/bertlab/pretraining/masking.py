@@ -86,8 +86,9 @@ def _jieba():
     try:
         import jieba
     except ImportError:
-        raise ValueError("Chinese whole-word masking with jieba needs the jieba package: "
-                         "pip install 'bertlab[chinese]' (or give --chinese-ref files instead)") from None
+        raise ValueError("Chinese whole-word masking with jieba needs the jieba package, which bertlab "
+                         "requires but this environment lacks: pip install 'jieba>=0.42' (or give "
+                         "--chinese-ref files instead)") from None
     import logging
     jieba.setLogLevel(logging.WARNING)  # it announces loading its dictionary otherwise
     return jieba

@@ -20,7 +20,7 @@ from ..training.engine import Objective, fit
 from ..training.optim import make_adamw, param_groups
 from ..training.settings import RunSettings, optional
 from .data_order import DataOrder
-from .evaluation import evaluate, plot_pretraining_curves
+from .evaluation import evaluate, most_frequent_token_baseline, plot_pretraining_curves
 from .lamb import Lamb
 from .loss import pretraining_loss
 from .shards import PretrainingData
@@ -149,11 +149,12 @@ class MaskedLMPretraining(Objective):
     def setup(self, run):
         s, self.run = self.s, run
         self.phases = self._phases()
-        self.eval_data, self.eval_masks = None, None
+        self.eval_data, self.eval_masks, self.baseline = None, None, None
         if s.eval_data:
             self.eval_data = open_data(s.eval_data, s.model, "--eval-data")
             _check_same_vocab(self.phases[0].data, self.eval_data)
             self.eval_masks = DynamicMasks(self.eval_data) if self.eval_data.dynamic else None
+            self.baseline = most_frequent_token_baseline(self.phases[0].data, self.eval_data, s.eval_instances)
         self.find_unused_parameters = not all(p.nsp for p in self.phases)  # MLM only: the NSP head gets no gradient
         self.current, self.parts, self.tokens = self.phases[0], [], 0
         model = BertForPreTraining(s.model).to(run.device)
@@ -222,6 +223,8 @@ class MaskedLMPretraining(Objective):
 
     def describe(self, metrics):
         text = f"held-out MLM loss {metrics['mlm_loss']:.3f}, accuracy {metrics['mlm_accuracy']:.3f}"
+        if self.baseline:
+            text += f" (always {self.baseline['token']!r}: {self.baseline['mlm_accuracy']:.3f})"
         if "nsp_loss" in metrics:
             text += f"; NSP loss {metrics['nsp_loss']:.3f}, accuracy {metrics['nsp_accuracy']:.3f}"
         return text
@@ -240,6 +243,8 @@ class MaskedLMPretraining(Objective):
         """The engine's token count named for what it counts: real (unpadded) tokens, every process's."""
         summary = dict(summary)
         summary["real_tokens"] = int(summary.pop("tokens"))
+        if self.baseline:  # the floor held_out's mlm_accuracy is read against
+            summary["held_out_most_frequent_token"] = self.baseline
         return summary
 
     def export(self, run, model, summary):
@@ -273,6 +278,9 @@ def report(summary: dict, out) -> str:
         line += " (stopped by --max-minutes; --resume continues)"
     if held:
         line += f"\nheld-out masked LM: loss {held['mlm_loss']:.3f}, accuracy {held['mlm_accuracy']:.3f}"
+        floor = summary.get("held_out_most_frequent_token")
+        if floor:
+            line += f" (always predicting {floor['token']!r}, the most frequent masked token: {floor['mlm_accuracy']:.3f})"
         if "nsp_accuracy" in held:
             line += f"; next sentence: loss {held['nsp_loss']:.3f}, accuracy {held['nsp_accuracy']:.3f}"
     return f"{line}\nmodel: {os.path.join(out, 'model')}"
