@@ -6,6 +6,7 @@ import torch
 
 from ..training.distributed import DistInfo, sum_across
 from .loss import pretraining_loss
+from .shards import PretrainingData
 
 
 @torch.no_grad()
@@ -40,6 +41,20 @@ def evaluate(model, data, batch_size: int, device, autocast=None, info: DistInfo
         out.update(nsp_loss=s[3] / max(s[5], 1), nsp_accuracy=s[4] / max(s[5], 1))
     out["loss"] = out["mlm_loss"] + out.get("nsp_loss", 0.0)
     return out
+
+
+def most_frequent_token_accuracy(shards) -> dict:
+    """The masked-LM accuracy of always predicting the label most often masked in a folder of
+    statically masked instances (a create-pretraining-data output): the floor a held-out
+    mlm_accuracy of the same folder should be read against. {"token", "mlm_accuracy"}."""
+    data = PretrainingData(shards)
+    if data.dynamic:
+        raise ValueError(f"{shards}: dynamically masked instances have no stored labels to count")
+    r = data.rows(np.arange(len(data)))
+    stored = np.arange(r["masked_lm_ids"].shape[1])[None, :] < r["masked_lm_counts"][:, None]
+    counts = np.bincount(r["masked_lm_ids"][stored].astype(np.int64), minlength=data.meta["vocab_size"])
+    token = int(counts.argmax())
+    return {"token": data.vocab.id_to_token[token], "mlm_accuracy": float(counts[token] / max(counts.sum(), 1))}
 
 
 def plot_pretraining_curves(records: list[dict], path, title: str = ""):
