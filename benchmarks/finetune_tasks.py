@@ -1,6 +1,9 @@
 """Real token-classification and extractive-QA sets built from the manual pages on this machine, for
-bench_finetune.py's --task ner and --task squad. Nothing is downloaded or shipped: the pages come
-under many licences, so the sets are rebuilt wherever the benchmark runs.
+bench_finetune.py's --task ner and --task squad. Nothing is downloaded. Built from every page, the
+sets come under many licences, so they are rebuilt wherever the benchmark runs; with
+--licensed-only --sections 237 they hold only text of the Linux man-pages project (sections 2, 3
+and 7 under its copyleft licence, as data/manpages/make_manpages.py --licensed-only selects them),
+which the repo ships in data/manpages-ner and data/manpages-qa (their READMEs give the commands).
 
     python benchmarks/finetune_tasks.py ner OUT_DIR      # OUT_DIR/{train,dev,test}.txt (CoNLL)
     python benchmarks/finetune_tasks.py squad OUT_DIR    # OUT_DIR/{train,dev,test}.json (SQuAD v1.1)
@@ -31,7 +34,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "manpages"))
-from make_manpages import TROFF_ESCAPES, description, name_line, page_text, split_of  # noqa: E402
+from make_manpages import TROFF_ESCAPES, description, licensed, name_line, page_text, split_of  # noqa: E402
 
 SECTIONS = "12345678"
 FONT = re.compile(r"\\f(\[[^\]]*\]|\(..|.)")
@@ -54,9 +57,11 @@ def page_files(man_dir: str, sections: str = SECTIONS):
                 yield re.sub(r"\.\w+(\.gz)?$", "", file), os.path.join(folder, file)
 
 
-def man_pages(man_dir: str):
-    """(page name, path) of every page that is a file of its own (links are aliases)."""
-    return ((name, path) for name, path in page_files(man_dir) if not os.path.islink(path))
+def man_pages(man_dir: str, sections: str = SECTIONS, licensed_only: bool = False):
+    """(page name, path) of every page of `sections` that is a file of its own (links are aliases),
+    with `licensed_only` only those under the Linux man-pages copyleft licence."""
+    return ((name, path) for name, path in page_files(man_dir, sections)
+            if not os.path.islink(path) and (not licensed_only or licensed(page_text(path))))
 
 
 def page_names(man_dir: str) -> dict[str, str]:
@@ -176,10 +181,11 @@ def _kept(sentence, min_words, max_words):
         yield [w for w, _ in sentence], [t for _, t in sentence]
 
 
-def build_ner(out: str, man_dir="/usr/share/man", sizes=None, seed=0) -> dict:
-    """Write OUT/{train,dev,test}.txt; returns how many sentences and entities each split holds."""
+def build_ner(out: str, man_dir="/usr/share/man", sizes=None, seed=0, sections=SECTIONS, licensed_only=False) -> dict:
+    """Write OUT/{train,dev,test}.txt; returns how many sentences and entities each split holds.
+    The tags name the pages of every section; the sentences come from `sections` only."""
     names, splits = page_names(man_dir), {"train": [], "dev": [], "test": []}
-    for name, path in man_pages(man_dir):
+    for name, path in man_pages(man_dir, sections, licensed_only):
         splits[split_of(name)] += tagged_sentences(page_text(path), names)
     stats = {}
     for split, sentences in _sampled(splits, sizes, seed).items():
@@ -190,10 +196,10 @@ def build_ner(out: str, man_dir="/usr/share/man", sizes=None, seed=0) -> dict:
 
 
 # --- squad ---------------------------------------------------------------------------------------------
-def one_liners(man_dir: str) -> dict[str, list[tuple[str, str]]]:
+def one_liners(man_dir: str, sections=SECTIONS, licensed_only=False) -> dict[str, list[tuple[str, str]]]:
     """(name, description) of every page with a NAME line, by split; a description is kept once."""
     splits, seen_texts, seen_names = {"train": [], "dev": [], "test": []}, set(), set()
-    for name, path in man_pages(man_dir):
+    for name, path in man_pages(man_dir, sections, licensed_only):
         line = name_line(page_text(path))
         text = line and description(line)
         if text and text.lower() not in seen_texts and name not in seen_names:  # a name asked about once
@@ -224,10 +230,10 @@ def squad_paragraphs(lines: list[tuple[str, str]], rng: random.Random, max_words
     return paragraphs
 
 
-def build_squad(out: str, man_dir="/usr/share/man", sizes=None, seed=0) -> dict:
+def build_squad(out: str, man_dir="/usr/share/man", sizes=None, seed=0, sections=SECTIONS, licensed_only=False) -> dict:
     """Write OUT/{train,dev,test}.json; returns how many questions each split holds."""
     rng, stats = random.Random(seed), {}
-    for split, lines in one_liners(man_dir).items():
+    for split, lines in one_liners(man_dir, sections, licensed_only).items():
         paragraphs = squad_paragraphs(lines, rng)
         if sizes:  # whole paragraphs, until the split has its number of questions
             kept, total = [], 0
@@ -260,10 +266,14 @@ def main():
     parser.add_argument("--train", type=int, default=3000)
     parser.add_argument("--dev", type=int, default=400)
     parser.add_argument("--test", type=int, default=400)
+    parser.add_argument("--sections", default=SECTIONS, help=f"the sections whose text is used (default {SECTIONS})")
+    parser.add_argument("--licensed-only", action="store_true",
+                        help="only pages under the Linux man-pages copyleft licence (what the repo may ship)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     build = build_ner if args.task == "ner" else build_squad
-    stats = build(args.out, args.man_dir, {"train": args.train, "dev": args.dev, "test": args.test})
+    stats = build(args.out, args.man_dir, {"train": args.train, "dev": args.dev, "test": args.test},
+                  sections=args.sections, licensed_only=args.licensed_only)
     print(json.dumps(stats), file=sys.stderr)
 
 

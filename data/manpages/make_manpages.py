@@ -59,6 +59,12 @@ def description(line: str) -> str | None:
     return text if len(text) >= 8 else None
 
 
+def licensed(source: str) -> bool:
+    """Whether a page is under the Linux man-pages copyleft licence (its SPDX line, near the top),
+    which lets the repo ship text made from it."""
+    return "SPDX-License-Identifier: Linux-man-pages-copyleft" in source[:2000]
+
+
 def split_of(name: str) -> str:
     h = int(hashlib.sha1(name.encode()).hexdigest(), 16) % 10
     return "test" if h == 0 else "dev" if h == 1 else "train"
@@ -79,7 +85,7 @@ def main():
             if file.startswith("gcloud") or os.path.islink(path):
                 continue
             source = page_text(path)
-            if args.licensed_only and "SPDX-License-Identifier: Linux-man-pages-copyleft" not in source[:2000]:
+            if args.licensed_only and not licensed(source):
                 skipped["licence"] += 1
                 continue
             line = name_line(source)
