@@ -138,7 +138,7 @@ echo "== 9. Translation: the Transformer of 'Attention Is All You Need' learns G
 echo "==    messages of nine GNU programs (2,926 pairs, shipped), then beam search on two programs it never saw =="
 TR=$RUNS/translate
 bertlab translate-train --data data/gettext-gnu-de --src de --tgt en --joint-vocab --vocab-size 4000 \
-  --preset small --max-tokens 1024 --lr 1e-3 --warmup 100 --max-steps 300 --eval-every 300 \
+  --preset small --max-tokens 1024 --lr 1e-3 --warmup 100 --max-steps 500 --eval-every 500 \
   --bleu-sentences 100 --seed 0 --out "$TR" --overwrite --quiet
 bertlab translate --model "$TR/model" data/gettext-gnu-de/test.de --beam 4 --ref data/gettext-gnu-de/test.en \
   > "$TR/test.hyp"
@@ -151,7 +151,7 @@ echo
 echo "== 10. GPT: a small decoder-only language model learns the docstring summaries, then samples =="
 GPT=$RUNS/gpt
 bertlab gpt-train data/python-docs/summaries.txt --out "$GPT" --preset tiny --vocab-size 2000 --block-size 64 \
-  --batch-size 16 --lr 2e-3 --warmup 20 --max-steps 300 --eval-every 300 --overwrite --quiet
+  --batch-size 16 --lr 2e-3 --warmup 20 --max-steps 600 --eval-every 600 --overwrite --quiet
 for prompt in "Return the" "Create a"; do
   bertlab generate --model "$GPT/model" "$prompt" -n 16 --temperature 0.8 --top-p 0.95 --stop '\n'
 done
