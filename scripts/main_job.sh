@@ -124,10 +124,10 @@ bertlab data gettext --lang zh_CN -o "$ZH/corpus" --overwrite 2> /dev/null | tai
 bertlab vocab "$ZH/corpus/train.zh_CN" --vocab-size 4000 -o "$ZH/vocab" --overwrite > /dev/null
 for split in train valid; do
   bertlab create-pretraining-data "$ZH/corpus/$split.zh_CN" --vocab "$ZH/vocab" -o "$ZH/$split" --jieba \
-    --max-seq-length 64 --max-predictions-per-seq 10 --dupe-factor 3 --overwrite --quiet 2> /dev/null | head -1
+    --max-seq-length 32 --max-predictions-per-seq 5 --dupe-factor 3 --overwrite --quiet 2> /dev/null | head -1
 done
 OMP_NUM_THREADS=1 bertlab pretrain --data "$ZH/train" --eval-data "$ZH/valid" --preset tiny --batch-size 32 \
-  --lr 2e-3 --warmup 50 --max-steps 500 --eval-every 500 --out "$ZH/run" --overwrite --quiet
+  --lr 2e-3 --warmup 100 --max-steps 1000 --eval-every 1000 --out "$ZH/run" --overwrite --quiet
 bertlab fill-mask --model "$ZH/run/model" --top-k 5 "我爱中[MASK]"
 echo "model folder: $ZH/run/model (README: the same on Debian's Chinese descriptions, and classification vs TF-IDF)"
 took
