@@ -33,10 +33,10 @@ def vectorizer(features):
     return TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
 
 
-def tfidf_baseline(train, dev, test, features="char") -> dict:
+def tfidf_baseline(train, dev, test, features="char", cs=(1, 3, 10, 30, 100, 300, 1000)) -> dict:
     from sklearn.linear_model import LogisticRegression
     best = None
-    for c in (1, 3, 10, 30, 100, 300, 1000):  # C chosen on dev, as the fine-tuned models' best epoch is
+    for c in cs:  # C chosen on dev, as the fine-tuned models' best epoch is
         vec = vectorizer(features)
         clf = LogisticRegression(C=c, max_iter=5000).fit(vec.fit_transform(train[0]), train[1])
         dev_accuracy = metrics.accuracy(dev[1], clf.predict(vec.transform(dev[0])))
