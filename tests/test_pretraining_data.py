@@ -118,12 +118,12 @@ def google(google_cpd, google_tokenization, files, vocab_path, seed=12345, **f):
             for i in instances]
 
 
-def real_corpus(path, lines=1500, doc_every=(3, 5, 8, 13)) -> str:
-    """Real text as documents: the shipped docstring summaries and this machine's documentation,
-    a blank line after every few lines (document lengths cycling through doc_every)."""
+def real_corpus(path, lines=1500, doc_every=(3, 5, 8, 13), docs=True) -> str:
+    """Real text as documents: the shipped docstring summaries and (with `docs`) this machine's
+    documentation, a blank line after every few lines (document lengths cycling through doc_every)."""
     from bertlab.data.local_text import doc_lines
     with open(SUMMARIES, encoding="utf-8") as f:
-        text = [line.rstrip("\n") for _, line in zip(range(lines), f)] + doc_lines(lines // 2)
+        text = [line.rstrip("\n") for _, line in zip(range(lines), f)] + (doc_lines(lines // 2) if docs else [])
     out, k, n = [], 0, 0
     for line in text:
         out.append(line)
@@ -172,12 +172,14 @@ def test_real_text_equals_google(google_cpd, google_tokenization, bert_vocab_pat
 
 
 def test_next_sentence_labels_are_balanced(bert_vocab_path, tmp_path):
-    """Half the Bs are random. (A chunk of a single sentence always takes a random B, so documents
-    of few long lines give more than half; these have many.)"""
-    corpus = real_corpus(tmp_path / "real.txt", lines=1200, doc_every=(40,))
+    """Half the Bs are random, and never fewer: a chunk of a single sentence (more of them under
+    short_seq_prob's shorter targets) always takes a random B, so the share sits a little above
+    half (0.565 here). The shipped summaries only, so the corpus is the same on every machine:
+    /usr/share/doc changes as packages are installed (installing chromium moved the share past 0.54)."""
+    corpus = real_corpus(tmp_path / "real.txt", lines=2800, doc_every=(40,), docs=False)
     data = ours([corpus], bert_vocab_path, tmp_path / "out", dupe_factor=3)
     labels = data.rows(np.arange(len(data)))["next_sentence_labels"]
-    assert len(labels) > 500 and abs(labels.mean() - 0.5) < 0.04
+    assert len(labels) > 2000 and 0.49 < labels.mean() < 0.6
     assert data.meta["settings"]["stats"]["random_next"] == labels.sum()
 
 
