@@ -23,6 +23,10 @@ class BertConfig(JsonConfig):
     pad_token_id: int = 0
     # The factorised embedding (ALBERT, ELECTRA): tables E wide, projected up to H; None means E = H.
     embedding_size: int | None = None
+    # Cross-layer parameter sharing (ALBERT): the layers fall into this many groups, each group one
+    # set of weights run by all its layers (1: one layer's weights run num_hidden_layers times);
+    # None means no sharing, every layer its own weights (BERT).
+    num_hidden_groups: int | None = None
 
     def __post_init__(self):
         # a config.json with a zero, negative or fractional size would otherwise fail deep inside torch
@@ -35,6 +39,8 @@ class BertConfig(JsonConfig):
             "layer_norm_eps": validate.positive_float})
         validate.nonnegative_int("pad_token_id", self.pad_token_id, optional=True)
         validate.positive_int("embedding_size", self.embedding_size, optional=True)
+        validate.check_number("num_hidden_groups", self.num_hidden_groups, integer=True, minimum=1,
+                              maximum=self.num_hidden_layers, optional=True)
         if self.embedding_size is not None and self.embedding_size > self.hidden_size:
             raise ValueError(f"embedding_size {self.embedding_size} is larger than hidden_size {self.hidden_size}: "
                              "a factorised embedding projects a smaller E up to H")
@@ -50,8 +56,9 @@ class BertConfig(JsonConfig):
 
     def to_dict(self, hf: bool = True) -> dict:
         d = dataclasses.asdict(self)
-        if self.embedding_size is None:
-            d.pop("embedding_size")
+        for name in ("embedding_size", "num_hidden_groups"):  # BERT's config.json stays BERT's
+            if d[name] is None:
+                d.pop(name)
         if hf:
             d.update(model_type="bert", architectures=["BertModel"], position_embedding_type="absolute")
         else:  # google-research/bert's bert_config.json has no eps or pad id
