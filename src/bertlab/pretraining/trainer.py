@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import validate
-from ..models import BertConfig, BertForPreTraining
+from ..models import AlbertConfig, AlbertForPreTraining, BertConfig, BertForPreTraining
+from ..models.albert_config import ALBERT_PRESETS, albert_preset
 from ..training.engine import Objective, fit
 from ..training.optim import make_adamw, param_groups
 from ..training.settings import RunSettings, optional
@@ -33,9 +34,16 @@ OPTIMIZERS = ("adamw", "lamb")
 
 
 def preset_config(name: str, vocab_size: int, **overrides) -> BertConfig:
+    """A BERT preset (PRESETS) or an ALBERT one (models.albert_config.ALBERT_PRESETS: an AlbertConfig)."""
+    if name in ALBERT_PRESETS:
+        return albert_preset(name, vocab_size=vocab_size, **overrides)
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS) + sorted(ALBERT_PRESETS)}")
     return BertConfig(**{**PRESETS[name], "vocab_size": vocab_size, **overrides})
+
+
+def is_albert(config: BertConfig) -> bool:
+    return isinstance(config, AlbertConfig)
 
 
 @dataclass(kw_only=True)
@@ -137,7 +145,9 @@ class Phase:
 
 
 class MaskedLMPretraining(Objective):
-    """Masked LM (+ next sentence where the data has it) on the phases' shard folders."""
+    """Masked LM (+ next sentence where the data has it) on the phases' shard folders; an
+    AlbertConfig model trains ALBERT (AlbertForPreTraining: its pair head predicts sentence order,
+    so give it data made with --mode sop)."""
     name, unit = "pretrain", "tokens"
 
     def __init__(self, s: PretrainSettings):
@@ -157,7 +167,7 @@ class MaskedLMPretraining(Objective):
             self.baseline = most_frequent_token_baseline(self.phases[0].data, self.eval_data, s.eval_instances)
         self.find_unused_parameters = not all(p.nsp for p in self.phases)  # MLM only: the NSP head gets no gradient
         self.current, self.parts, self.tokens = self.phases[0], [], 0
-        model = BertForPreTraining(s.model).to(run.device)
+        model = (AlbertForPreTraining if is_albert(s.model) else BertForPreTraining)(s.model).to(run.device)
         if s.init_from:
             self._init_from(model, s.init_from)
         return model
@@ -175,8 +185,11 @@ class MaskedLMPretraining(Objective):
 
     def _init_from(self, model, folder):
         from ..interop.folder import read_state_dict
+        from ..interop.hf_albert import load_albert_state
         from ..interop.hf_bert import init_from_state_dict
-        report = init_from_state_dict(model, read_state_dict(folder))
+        state = read_state_dict(folder)
+        report = load_albert_state(model, state, folder, strict=False) if is_albert(self.s.model) \
+            else init_from_state_dict(model, state)
         if report.mismatched:
             raise ValueError(f"--init-from {folder}: " + str(report))
         if self.run.is_main:
@@ -214,6 +227,16 @@ class MaskedLMPretraining(Objective):
     def context_length(self):
         return self.current.data.meta["max_seq_length"]  # an upper bound: packing skips the padding
 
+    def flops_per_unit(self, model):
+        """The engine's 6N estimate counts a shared layer once; ALBERT runs it
+        num_hidden_layers / num_hidden_groups times, so the repeats are added."""
+        from ..training.flops import transformer_flops_per_token
+        flops, layers = super().flops_per_unit(model), model.bert.layers
+        repeats = self.s.model.num_hidden_layers / len(layers) - 1
+        if flops is None or not repeats:
+            return flops
+        return flops + repeats * transformer_flops_per_token(layers, self.context_length())
+
     def evaluate(self, model):
         if self.eval_data is None:
             return None
@@ -249,13 +272,16 @@ class MaskedLMPretraining(Objective):
 
     def export(self, run, model, summary):
         """OUT/model in HF format, with the tokenizer the data was made with."""
+        from ..interop.hf_albert import save_albert
         from ..interop.hf_bert import save_pretrained
-        save_pretrained(model, os.path.join(self.s.out, "model"), _tokenizer(self.phases[0].data))
+        save = save_albert if is_albert(self.s.model) else save_pretrained
+        save(model, os.path.join(self.s.out, "model"), _tokenizer(self.phases[0].data))
 
     def curves(self, records, out, title):
         c = self.s.model
         plot_pretraining_curves(records, os.path.join(out, "curves.png"),
-                                title=f"BERT L{c.num_hidden_layers}/H{c.hidden_size}, {self.s.optimizer}")
+                                title=f"{'ALBERT' if is_albert(c) else 'BERT'} L{c.num_hidden_layers}/H{c.hidden_size}, "
+                                      f"{self.s.optimizer}")
 
 
 def _check_same_vocab(a: PretrainingData, b: PretrainingData):
