@@ -290,7 +290,7 @@ def test_pretrain_an_albert_on_sop_data_and_hf_loads_the_export(bert_vocab_path,
                  "-o", str(out), "--max-steps", "3", "--batch-size", "4", "--quiet"]) == 0
     capsys.readouterr()
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["steps"] == 3
+    assert summary["steps"] == 3 and summary["pair_task"] == "sop"
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert all("nsp_loss" in r for r in records if r["kind"] == "train")  # the SOP head's loss
     hf, info = transformers.AlbertForPreTraining.from_pretrained(out / "model", output_loading_info=True)

@@ -249,7 +249,8 @@ class MaskedLMPretraining(Objective):
         if self.baseline:
             text += f" (always {self.baseline['token']!r}: {self.baseline['mlm_accuracy']:.3f})"
         if "nsp_loss" in metrics:
-            text += f"; NSP loss {metrics['nsp_loss']:.3f}, accuracy {metrics['nsp_accuracy']:.3f}"
+            task = "SOP" if self._pair_task() == "sop" else "NSP"
+            text += f"; {task} loss {metrics['nsp_loss']:.3f}, accuracy {metrics['nsp_accuracy']:.3f}"
         return text
 
     def state_dict(self):
@@ -262,9 +263,15 @@ class MaskedLMPretraining(Objective):
     def identity(self):
         return {"optimizer": self.s.optimizer, "phases": len(self.phases)}
 
+    def _pair_task(self) -> str:
+        """"sop" for sentence-order data (create-pretraining-data --sop), else "nsp"; logs keep the
+        nsp_* names for the sentence-pair head either way."""
+        return self.phases[0].data.meta.get("settings", {}).get("mode", "nsp")
+
     def summary(self, summary):
         """The engine's token count named for what it counts: real (unpadded) tokens, every process's."""
         summary = dict(summary)
+        summary["pair_task"] = self._pair_task()
         summary["real_tokens"] = int(summary.pop("tokens"))
         if self.baseline:  # the floor held_out's mlm_accuracy is read against
             summary["held_out_most_frequent_token"] = self.baseline
@@ -308,7 +315,8 @@ def report(summary: dict, out) -> str:
         if floor:
             line += f" (always predicting {floor['token']!r}, the most frequent masked token: {floor['mlm_accuracy']:.3f})"
         if "nsp_accuracy" in held:
-            line += f"; next sentence: loss {held['nsp_loss']:.3f}, accuracy {held['nsp_accuracy']:.3f}"
+            task = "sentence order" if summary.get("pair_task") == "sop" else "next sentence"
+            line += f"; {task}: loss {held['nsp_loss']:.3f}, accuracy {held['nsp_accuracy']:.3f}"
     return f"{line}\nmodel: {os.path.join(out, 'model')}"
 
 
