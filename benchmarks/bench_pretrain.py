@@ -1,12 +1,18 @@
-"""BERT pretraining throughput, bertlab vs HF transformers.BertForPreTraining: same config, same
-batches of real English text, same optimizer; sequence length 128, 20 masked positions.
+"""BERT (and ALBERT) pretraining throughput, bertlab vs HF transformers.BertForPreTraining
+(AlbertForPreTraining): same config, same batches of real English text, same optimizer; sequence
+length 128, 20 masked positions.
 
-    python benchmarks/bench_pretrain.py [--config small|base|both] [--steps 6] [--warmup 2] [--repeat 3]
+    python benchmarks/bench_pretrain.py [--config small|base|both|albert-small|albert-base|albert]
+                                        [--steps 6] [--warmup 2] [--repeat 3]
                                         [--threads 2] [--precision fp32|bf16] [--optimizer fused|foreach]
                                         [--device cpu|cuda] [--batch-size N]
 
 Configs: BERT-small (L=4, H=256, A=4, I=1024) at batch 32 and BERT-base (L=12, H=768, A=12,
 I=3072) at batch 8, both from scratch with the bert-base-uncased vocabulary (30,522 pieces).
+ALBERT (--config albert-small / albert-base / albert): the same sizes with ALBERT's E = 128
+factorised embedding, one set of layer weights shared by all layers, gelu_new, no dropout (ALBERT v2;
+the SOP head's dropout 0.1), trained on sentence-order pairs (create-pretraining-data --sop) with
+the MLM + SOP loss; HF's side is AlbertForPreTraining with `labels` and `sentence_order_label`.
 
 The data: English prose from this machine (`bertlab data english-corpus` over the info manuals and
 licences; or --corpus FILE in that format) made into instances by `bertlab create-pretraining-data`
@@ -58,14 +64,28 @@ CONFIGS = {"small": ({"hidden_size": 256, "num_hidden_layers": 4, "num_attention
                       "intermediate_size": 1024}, 32),
            "base": ({"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
                      "intermediate_size": 3072}, 8)}
+CONFIGS.update({f"albert-{name}": ({**sizes, "embedding_size": 128}, batch)
+                for name, (sizes, batch) in list(CONFIGS.items())})
+GROUPS = {"both": ["small", "base"], "albert": ["albert-small", "albert-base"]}
+
+
+def is_albert(config: str) -> bool:
+    return config.startswith("albert")
+
+
+def albert_config(overrides: dict):
+    from bertlab.models import AlbertConfig
+    return AlbertConfig(vocab_size=30522, **overrides)
 
 
 def step_flops(config: str, batch: int, vocab: int = 30522) -> float:
     """Model FLOPs of one training step (3 x the forward pass; the MLM head at the masked positions)."""
     c, _ = CONFIGS[config]
     h, layers, inter = c["hidden_size"], c["num_hidden_layers"], c["intermediate_size"]
+    e = c.get("embedding_size", h)  # ALBERT: the MLM head ends E wide, and E is projected to H
     per_token_layer = 2 * (4 * h * h + 2 * h * inter) + 2 * 2 * SEQ * h  # projections + scores and values
-    per_sequence = SEQ * layers * per_token_layer + PREDICTIONS * 2 * (h * h + h * vocab) + 2 * (h * h + 2 * h)
+    per_sequence = SEQ * layers * per_token_layer + PREDICTIONS * 2 * (h * e + e * vocab) + 2 * (h * h + 2 * h)
+    per_sequence += SEQ * 2 * e * h if e != h else 0
     return 3.0 * batch * per_sequence
 
 
@@ -81,19 +101,22 @@ def peak_tflops(args) -> float | None:
 
 # ---- data (parent) -------------------------------------------------------------------------
 
-def make_instances(workdir: str, corpus: str | None) -> str:
-    """A folder of pretraining instances from real English text; returns its path."""
+def make_instances(workdir: str, corpus: str | None, mode: str = "nsp") -> str:
+    """A folder of pretraining instances from real English text (next-sentence pairs, or
+    sentence-order pairs with mode "sop"); returns its path."""
     from bertlab.interop import resolve
     from bertlab.pretraining.create import create_pretraining_data, load_vocab_tokenizer, report
     from bertlab.pretraining.instances import InstanceOptions
+    if corpus is None and os.path.exists(os.path.join(workdir, "corpus", "train.txt")):
+        corpus = os.path.join(workdir, "corpus", "train.txt")
     if corpus is None:
         from bertlab.data.english_corpus import build_corpus
         build_corpus(os.path.join(workdir, "corpus"), sources=("licenses", "info"), progress=False)
         corpus = os.path.join(workdir, "corpus", "train.txt")
-    out = os.path.join(workdir, "instances")
+    out = os.path.join(workdir, f"instances-{mode}")
     tokenizer = load_vocab_tokenizer(os.path.join(resolve("minilm"), "vocab.txt"), do_lower_case=True)
-    options = InstanceOptions(max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, dupe_factor=1)
-    print(report(create_pretraining_data([corpus], out, tokenizer, options, seed=12345, workers=2), out))
+    options = InstanceOptions(max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, dupe_factor=1, mode=mode)
+    print(report(create_pretraining_data([corpus], out, tokenizer, options, seed=12345, workers=2), out, mode))
     return out
 
 
@@ -120,6 +143,8 @@ def build_side(side: str, config_name: str, optimizer: str, device: str = "cpu")
     import torch
     overrides, _ = CONFIGS[config_name]
     torch.manual_seed(0)
+    if is_albert(config_name):
+        return _build_albert(side, overrides, optimizer, device)
     if side == "bertlab":
         from bertlab.models.bert import BertForPreTraining
         from bertlab.models.bert_config import BertConfig
@@ -143,10 +168,39 @@ def build_side(side: str, config_name: str, optimizer: str, device: str = "cpu")
             return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                          token_type_ids=batch["token_type_ids"], labels=batch["labels"],
                          next_sentence_label=batch["next_sentence_labels"]).loss
+    return model, _adamw(model, groups, optimizer, device), step_loss
+
+
+def _adamw(model, groups, optimizer: str, device: str):
+    import torch
     model.to(device)
-    opt = torch.optim.AdamW(groups, lr=1e-4, betas=(0.9, 0.999), eps=1e-6,
-                            **({"fused": True} if optimizer == "fused" else {"foreach": True}))
-    return model, opt, step_loss
+    return torch.optim.AdamW(groups, lr=1e-4, betas=(0.9, 0.999), eps=1e-6,
+                             **({"fused": True} if optimizer == "fused" else {"foreach": True}))
+
+
+def _build_albert(side: str, overrides: dict, optimizer: str, device: str):
+    """ALBERT's sides: our AlbertForPreTraining + pretraining_loss (MLM at the gathered positions +
+    SOP), HF's AlbertForPreTraining with labels and sentence_order_label."""
+    config = albert_config(overrides)
+    if side == "bertlab":
+        from bertlab.models import AlbertForPreTraining
+        from bertlab.pretraining.loss import pretraining_loss
+        from bertlab.training.optim import param_groups
+        model = AlbertForPreTraining(config)
+        return model, _adamw(model, param_groups(model, 0.01), optimizer, device), \
+            lambda batch: pretraining_loss(model, batch)[0]
+    import transformers
+    settings = {k: v for k, v in config.to_dict(hf=True).items() if k not in ("architectures", "model_type")}
+    model = transformers.AlbertForPreTraining(transformers.AlbertConfig(**settings))
+    no_decay = {id(p) for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n}
+    groups = [{"params": [p for p in model.parameters() if id(p) not in no_decay], "weight_decay": 0.01},
+              {"params": [p for p in model.parameters() if id(p) in no_decay], "weight_decay": 0.0}]
+
+    def step_loss(batch):
+        return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                     token_type_ids=batch["token_type_ids"], labels=batch["labels"],
+                     sentence_order_label=batch["next_sentence_labels"]).loss
+    return model, _adamw(model, groups, optimizer, device), step_loss
 
 
 def hf_labels(batch):
@@ -208,7 +262,8 @@ def run_side(side: str, config: str, folder: str, args) -> dict:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", choices=["small", "base", "both"], default="both")
+    parser.add_argument("--config", choices=["small", "base", "both", "albert-small", "albert-base", "albert"],
+                        default="both", help="both = small and base; albert = albert-small and albert-base")
     parser.add_argument("--steps", type=int, default=6, help="timed steps per run (default 6)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per side, alternating (default 3)")
@@ -238,9 +293,13 @@ def main():
           f"{args.precision}, {args.optimizer} AdamW; HF attention: sdpa (its default)", flush=True)
     peak = peak_tflops(args)
     with tempfile.TemporaryDirectory(prefix="bench_pretrain_") as tmp:
-        folder = args.data or make_instances(tmp, args.corpus)
-        configs = ["small", "base"] if args.config == "both" else [args.config]
+        configs = GROUPS.get(args.config, [args.config])
+        folders = {}
         for config in configs:
+            mode = "sop" if is_albert(config) else "nsp"
+            if mode not in folders:
+                folders[mode] = args.data or make_instances(tmp, args.corpus, mode)
+            folder = folders[mode]
             results = {"bertlab": [], "hf": []}
             for r in range(args.repeat):
                 for side in (("bertlab", "hf") if r % 2 == 0 else ("hf", "bertlab")):
@@ -251,12 +310,14 @@ def main():
                           f"{res['tokens_per_step'] / res['seconds']:,.0f} tokens/s, peak "
                           f"{res['peak_mb']:,.0f} MB, losses {[round(x, 2) for x in res['losses']]}", flush=True)
             batch = batch_size_for(config, args.batch_size)
-            work = f"BERT-{config} pretrain step, batch {batch} x {SEQ}, {args.precision}"
-            rows = [Row(work, "HF BertForPreTraining", batch * SEQ, "tokens/s", [x["seconds"] for x in results["hf"]]),
+            model_name = "ALBERT-" + config[len("albert-"):] if is_albert(config) else f"BERT-{config}"
+            peer = "HF AlbertForPreTraining" if is_albert(config) else "HF BertForPreTraining"
+            work = f"{model_name} pretrain step, batch {batch} x {SEQ}, {args.precision}"
+            rows = [Row(work, peer, batch * SEQ, "tokens/s", [x["seconds"] for x in results["hf"]]),
                     Row(work, "bertlab", batch * SEQ, "tokens/s", [x["seconds"] for x in results["bertlab"]])]
-            print_table(rows, baseline="HF BertForPreTraining", stat="median")
+            print_table(rows, baseline=peer, stat="median")
             memory = "peak GPU memory allocated" if args.device == "cuda" else "peak RSS"
-            for side, name in (("hf", "HF BertForPreTraining"), ("bertlab", "bertlab")):
+            for side, name in (("hf", peer), ("bertlab", "bertlab")):
                 sec = statistics.median(x["seconds"] for x in results[side])
                 mb = statistics.median(x["peak_mb"] for x in results[side])
                 mfu = f", MFU {step_flops(config, batch) / sec / 1e12 / peak:.1%} of {peak:g} TFLOP/s" if peak else ""
@@ -269,7 +330,7 @@ def main():
             # steadier than wall time on a machine shared with other jobs
             cpu_rows = [Row(r.workload, r.implementation, r.work, "tokens per CPU-second",
                             [x["cpu_seconds"] for x in results[side]]) for r, side in zip(rows, ("hf", "bertlab"))]
-            print_table(cpu_rows, baseline="HF BertForPreTraining", stat="median")
+            print_table(cpu_rows, baseline=peer, stat="median")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,14 @@
 """bertlab create-pretraining-data: text files -> masked, paired instances in the shard format
 (pretraining/create.py does the work)."""
+import argparse
 import os
 
 from .args import add_out_argument, fraction, nonnegative_int, positive_fraction, positive_int
+
+EXAMPLE = """examples:
+  bertlab create-pretraining-data corpus.txt --vocab vocab -o shards128                  # BERT: NSP pairs
+  bertlab create-pretraining-data corpus.txt --vocab vocab -o roberta --recipe roberta   # full sentences, dynamic masks
+  bertlab create-pretraining-data corpus.txt --vocab vocab -o albert --recipe albert     # = --sop: sentence order"""
 
 
 def add_parser(subparsers):
@@ -14,7 +20,8 @@ def add_parser(subparsers):
                     "output is the same for any number of workers. A random next sentence comes from the "
                     "same chunk (google draws from the whole corpus, held in memory): a corpus that fits "
                     "one chunk gets google's instances exactly. Output: OUT_DIR with memory-mapped shards, "
-                    "vocab.txt, tokenizer_config.json and meta.json (written last; settings and counts inside).")
+                    "vocab.txt, tokenizer_config.json and meta.json (written last; settings and counts inside).",
+        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files")
     p.add_argument("--vocab", required=True, help="vocab.txt, or a folder holding it (bertlab vocab's output); "
                    "a tokenizer_config.json beside it gives the casing")
@@ -23,14 +30,21 @@ def add_parser(subparsers):
                         help="lower-case and strip accents (default unless tokenizer_config.json says cased)")
     casing.add_argument("--cased", dest="do_lower_case", action="store_false", help="keep case and accents")
     add_out_argument(p, metavar="OUT_DIR")
-    p.add_argument("--mode", choices=("nsp", "full-sentences"), default="nsp",
-                   help="nsp: sentence pairs with next-sentence labels (BERT); full-sentences: RoBERTa's "
-                        "packing of whole sentences across documents, masked LM only (default nsp)")
+    modes = p.add_mutually_exclusive_group()
+    modes.add_argument("--mode", choices=("nsp", "sop", "full-sentences"), default=None,
+                       help="nsp: sentence pairs with next-sentence labels (BERT); sop: consecutive segments, "
+                            "half of them swapped (ALBERT's sentence order); full-sentences: RoBERTa's packing "
+                            "of whole sentences across documents, masked LM only (default nsp)")
+    modes.add_argument("--sop", dest="mode", action="store_const", const="sop",
+                       help="the same as --mode sop: sentence-order prediction pairs (ALBERT)")
+    p.add_argument("--recipe", choices=("bert", "roberta", "albert"),
+                   help="set the flags of a model's recipe: bert = --mode nsp; roberta = --mode full-sentences "
+                        "--dynamic-masking; albert = --mode sop (docs/albert.md); flags given beside it must agree")
     p.add_argument("--max-seq-length", type=positive_int, default=128,
                    help="pieces per instance, [CLS] and [SEP] included (default 128; at least 5, 3 for full-sentences)")
     p.add_argument("--max-predictions-per-seq", type=positive_int, default=20, help="1 to 255 (default 20)")
     p.add_argument("--masked-lm-prob", type=positive_fraction, default=0.15, help="more than 0, at most 1 (default 0.15)")
-    p.add_argument("--short-seq-prob", type=fraction, default=0.1, help="nsp mode only (default 0.1)")
+    p.add_argument("--short-seq-prob", type=fraction, default=0.1, help="nsp and sop modes only (default 0.1)")
     p.add_argument("--dupe-factor", type=positive_int, default=None,
                    help="times each document is used, with different masks (default 10; 1 with --dynamic-masking)")
     p.add_argument("--random-seed", type=nonnegative_int, default=12345)
@@ -61,13 +75,15 @@ def add_parser(subparsers):
 def run(args):
     from ..pretraining.create import create_pretraining_data, load_vocab_tokenizer, report
     from ..pretraining.instances import InstanceOptions
+    from ..pretraining.recipes import data_settings
+    mode, dynamic = data_settings(args.recipe, args.mode, args.dynamic_masking)
     tokenizer = load_vocab_tokenizer(args.vocab, args.do_lower_case)
     chinese = "ref" if args.chinese_ref else "jieba" if args.jieba else None
     options = InstanceOptions(args.max_seq_length, args.max_predictions_per_seq, args.masked_lm_prob,
-                              args.short_seq_prob, args.dupe_factor or (1 if args.dynamic_masking else 10),
-                              args.do_whole_word_mask or chinese is not None, args.mode, args.dynamic_masking)
+                              args.short_seq_prob, args.dupe_factor or (1 if dynamic else 10),
+                              args.do_whole_word_mask or chinese is not None, mode, dynamic)
     counts = create_pretraining_data(args.files, args.out, tokenizer, options, seed=args.random_seed,
                                      workers=args.workers, chunk_docs=args.chunk_docs, shard_size=args.shard_size,
                                      encoding_errors=args.encoding_errors, chinese_ref=args.chinese_ref,
                                      chinese_words=chinese, overwrite=args.overwrite, progress_bar=not args.quiet)
-    print(report(counts, args.out))
+    print(report(counts, args.out, mode))

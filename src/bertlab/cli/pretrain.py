@@ -2,6 +2,7 @@
 import argparse
 import sys
 
+from ..models.albert_config import ALBERT_PRESETS
 from .args import add_run_arguments, fraction_below_one, nonnegative_float, nonnegative_int, positive_int
 
 EXAMPLE = """examples:
@@ -9,9 +10,11 @@ EXAMPLE = """examples:
   bertlab pretrain --data shards128 --data-512 shards512 --phase2-fraction 0.1 --out runs/two-phase
   torchrun --nproc_per_node 2 -m bertlab pretrain --data shards128 --out runs/ddp   # data parallel
   bertlab pretrain --data shards128 --out runs/small --resume      # continue exactly where it stopped
+  bertlab pretrain --data albert_shards --out runs/albert --recipe albert   # ALBERT-base, SOP, LAMB
+  bertlab pretrain --data albert_shards --out runs/albert --config albert_config.json   # any ALBERT size
 
 OUT gets checkpoint.pt (for --resume), metrics.jsonl, curves.png, summary.json and model/ (HF
-format: config.json with architectures BertForPreTraining, model.safetensors, vocab.txt,
+format: config.json with architectures BertForPreTraining (AlbertForPreTraining), model.safetensors, vocab.txt,
 tokenizer_config.json), which `bertlab finetune --model OUT/model` starts from."""
 
 
@@ -36,13 +39,19 @@ def add_parser(subparsers):
     g.add_argument("--eval-data", metavar="DIR", help="shard folder built from held-out documents")
     g = p.add_argument_group("model (one of)")
     m = g.add_mutually_exclusive_group()
-    m.add_argument("--preset", choices=["tiny", "small", "base"],
-                   help="tiny (L2 H128), small (L4 H256 A4 I1024; the default) or base (L12 H768); "
-                        "the vocabulary size comes from the data")
-    m.add_argument("--config", metavar="FILE", help="a BERT config.json / bert_config.json")
-    m.add_argument("--init-from", metavar="MODEL_DIR", help="continue pretraining an HF-format BERT folder")
+    m.add_argument("--preset", choices=["tiny", "small", "base", *ALBERT_PRESETS],
+                   help="tiny (L2 H128), small (L4 H256 A4 I1024; the default) or base (L12 H768); ALBERT: "
+                        "albert-base / -large / -xlarge / -xxlarge (E128, one shared layer; 12M/18M/59M/223M "
+                        "parameters at vocabulary 30000); the vocabulary size comes from the data")
+    m.add_argument("--config", metavar="FILE", help="a BERT config.json / bert_config.json, or an ALBERT "
+                   "config.json (model_type \"albert\")")
+    m.add_argument("--init-from", metavar="MODEL_DIR", help="continue pretraining an HF-format BERT or ALBERT folder")
+    g.add_argument("--recipe", choices=["bert", "roberta", "albert"],
+                   help="check the data was made with `create-pretraining-data --recipe` of the same name and "
+                        "set the recipe's training flags: albert = --preset albert-base (unless a model is given) "
+                        "--optimizer lamb; roberta and bert set none (docs/albert.md)")
     g = p.add_argument_group("optimisation")
-    g.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw",
+    g.add_argument("--optimizer", choices=["adamw", "lamb"], default=None,
                    help="adamw (BERT's: weight decay 0.01 except LayerNorm/bias, eps 1e-6; default) or lamb")
     g.add_argument("--warmup", metavar="N", type=nonnegative_int,
                    help="linear warmup steps (default 1%% of --max-steps, as BERT's 10k of 1M)")
@@ -59,14 +68,16 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..pretraining.job import pretrain_job
+    from ..pretraining.job import pretrain_job, recipe_settings
     from ..pretraining.trainer import report
     from ..training.distributed import is_main_process
+    chosen = recipe_settings(args.recipe, args.data, args.preset, args.optimizer,
+                             model_given=bool(args.config or args.init_from))
     summary = pretrain_job(
-        args.data, args.out, preset=args.preset, config=args.config, init_from=args.init_from, resume=args.resume,
+        args.data, args.out, preset=chosen["preset"], config=args.config, init_from=args.init_from, resume=args.resume,
         overwrite=args.overwrite, data_512=args.data_512, phase2_fraction=args.phase2_fraction,
         eval_data=args.eval_data, batch_size=args.batch_size, phase2_batch_size=args.phase2_batch_size,
-        grad_accum=args.grad_accum, optimizer=args.optimizer, lr=args.lr,
+        grad_accum=args.grad_accum, optimizer=chosen["optimizer"], lr=args.lr,
         warmup=args.warmup if args.warmup is not None else max(1, round(0.01 * args.max_steps)),
         weight_decay=args.weight_decay, grad_clip=args.grad_clip, max_steps=args.max_steps,
         max_minutes=args.max_minutes, eval_every=args.eval_every, eval_instances=args.eval_instances,

@@ -44,8 +44,18 @@ def read_config(folder) -> BertConfig:
     for name in ("config.json", "bert_config.json"):
         path = os.path.join(folder, name)
         if os.path.exists(path):
+            _check_bert_model_type(path)
             return BertConfig.from_json_file(path)  # every field checked, errors naming the file
     raise FileNotFoundError(f"{folder}: no config.json or bert_config.json")
+
+
+def _check_bert_model_type(path):
+    """An ALBERT config (shared layers, an E-wide embedding) would read as a BERT with missing
+    tensors: an error naming what the folder holds instead."""
+    if os.path.basename(path) == "config.json" and read_json(path).get("model_type") == "albert":
+        raise ValueError(f"{path}: an ALBERT model (model_type \"albert\"), and this reads BERT folders only; "
+                         "ALBERT folders load with bertlab.interop.load.load_model and train on with "
+                         "`bertlab pretrain --init-from` (fine-tuning, embedding and fill-mask take BERT)")
 
 
 def max_seq_length(folder, config: BertConfig) -> int:

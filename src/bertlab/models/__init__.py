@@ -3,6 +3,8 @@ the preset names (to build its parser) does not import torch."""
 import importlib
 
 _EXPORTS = {
+    ".albert": ["AlbertForPreTraining", "AlbertModel", "SentenceOrderHead"],
+    ".albert_config": ["AlbertConfig", "albert_preset"],
     ".bert": ["BertEmbeddings", "BertForPreTraining", "BertModel", "BertOutput", "MaskedLMHead", "NextSentenceHead",
               "Pooler"],
     ".bert_config": ["BertConfig"],

@@ -12,14 +12,16 @@ from .bert_config import BertConfig
 
 
 class BertEmbeddings(nn.Module):
-    """token + learned position + segment embeddings, summed, then LayerNorm and dropout."""
+    """token + learned position + segment embeddings, summed, then LayerNorm and dropout; E wide
+    (config.embedding_size, the factorised embedding of ALBERT and ELECTRA) or else H wide."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        width = config.embedding_size or config.hidden_size
+        self.word_embeddings = nn.Embedding(config.vocab_size, width, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, width)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width)
+        self.norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = NumpyDropout(config.hidden_dropout_prob)
 
     def sum_embeddings(self, input_ids, token_type_ids=None):
@@ -69,11 +71,15 @@ class BertModel(nn.Module):
         super().__init__()
         self.config = config
         self.embeddings = BertEmbeddings(config)
+        if (config.embedding_size or config.hidden_size) != config.hidden_size:
+            # factorised embedding: V x E tables + an E x H projection instead of V x H (ALBERT, sec. 3.1)
+            self.embedding_projection = nn.Linear(config.embedding_size, config.hidden_size)
+        # one block per group of shared layers (config.num_hidden_groups), else one per layer
         self.layers = nn.ModuleList(
             EncoderBlock(config.hidden_size, config.num_attention_heads, config.intermediate_size,
                          dropout=config.hidden_dropout_prob, attention_dropout=config.attention_probs_dropout_prob,
                          act=config.hidden_act, norm_first=False, eps=config.layer_norm_eps)
-            for _ in range(config.num_hidden_layers))
+            for _ in range(config.num_hidden_groups or config.num_hidden_layers))
         self.pooler = Pooler(config)
         if init_weights:
             self.apply(self._init_weights)
@@ -93,10 +99,10 @@ class BertModel(nn.Module):
         at the end with zeros at the padding; outputs at real positions are those of the padded
         computation."""
         mask, packing = self.padding(attention_mask, buckets=not output_attentions)
-        x = self.embeddings(input_ids, token_type_ids, packing)
+        x = self.embed(input_ids, token_type_ids, packing)
         unpack = packing.unpack if packing is not None else lambda t: t
         hidden_states, attentions = [unpack(x)] if output_hidden_states else None, [] if output_attentions else None
-        for layer in self.layers:
+        for layer in self.layer_stack():
             x, weights = layer(x, mask, need_weights=output_attentions, packing=packing)
             if output_hidden_states:
                 hidden_states.append(unpack(x))
@@ -111,16 +117,30 @@ class BertModel(nn.Module):
         away, and the last layer computes only the n positions and [CLS] (its keys and values still
         see every token): the same outputs for less work."""
         mask, packing = self.padding(attention_mask, buckets=True)
-        x = self.embeddings(input_ids, token_type_ids, packing)
+        x = self.embed(input_ids, token_type_ids, packing)
         rows = torch.cat([positions.new_zeros(len(positions), 1), positions], 1)  # [CLS] first, for the pooler
-        for layer in self.layers[:-1]:
+        stack = self.layer_stack()
+        for layer in stack[:-1]:
             x, _ = layer(x, mask, packing=packing)
         if packing is not None:
             queries = x.index_select(0, packing.rows(rows).reshape(-1)).view(*rows.shape, -1)
         else:
             queries = x.gather(1, rows[..., None].expand(-1, -1, x.size(-1)))
-        x, _ = self.layers[-1](x, mask, queries=queries, packing=packing)
+        x, _ = stack[-1](x, mask, queries=queries, packing=packing)
         return BertOutput(x[:, 1:], self.pooler(x))
+
+    def layer_stack(self) -> list:
+        """The num_hidden_layers blocks the input runs through, in order. Without sharing, each
+        layer's own; with cross-layer parameter sharing (ALBERT, sec. 3.1) layer i runs the block
+        of group i * groups // layers, so one group means one set of weights run every time."""
+        n, groups = self.config.num_hidden_layers, len(self.layers)
+        return list(self.layers) if groups == n else [self.layers[i * groups // n] for i in range(n)]
+
+    def embed(self, input_ids, token_type_ids, packing):
+        """The embeddings, projected from E up to H when the embedding is factorised."""
+        x = self.embeddings(input_ids, token_type_ids, packing)
+        projection = getattr(self, "embedding_projection", None)
+        return x if projection is None else projection(x)
 
     def padding(self, attention_mask, buckets=False):
         """(boolean attention mask, Packing) of a batch; (None, None) when nothing is padding (the
@@ -149,9 +169,12 @@ class MaskedLMHead(nn.Module):
 
     def __init__(self, config: BertConfig, embedding_table: nn.Parameter):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        # H -> E when the embedding is factorised (ALBERT, ELECTRA's generator): the decoder is the
+        # E-wide word embedding table
+        width = config.embedding_size or config.hidden_size
+        self.dense = nn.Linear(config.hidden_size, width)
         self.act = activation(config.hidden_act)
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.embedding_table = embedding_table  # shared Parameter, not a copy
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
@@ -176,14 +199,16 @@ class NextSentenceHead(nn.Module):
 
 
 class BertForPreTraining(nn.Module):
-    """BERT with the masked-LM and next-sentence heads of run_pretraining.py."""
+    """BERT with the masked-LM and next-sentence heads of run_pretraining.py. `nsp` is the
+    sentence-pair head, of class `sentence_head` (ALBERT's subclass predicts sentence order)."""
+    sentence_head = NextSentenceHead
 
     def __init__(self, config: BertConfig, init_weights: bool = True):
         super().__init__()
         self.config = config
         self.bert = BertModel(config, init_weights)
         self.mlm = MaskedLMHead(config, self.bert.get_embedding_table())
-        self.nsp = NextSentenceHead(config)
+        self.nsp = self.sentence_head(config)
         if init_weights:
             self.mlm.apply(self.bert._init_weights)
             self.nsp.apply(self.bert._init_weights)

@@ -21,6 +21,12 @@ class BertConfig(JsonConfig):
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12  # google-research/bert hard-codes 1e-12; HF stores it
     pad_token_id: int = 0
+    # The factorised embedding (ALBERT, ELECTRA): tables E wide, projected up to H; None means E = H.
+    embedding_size: int | None = None
+    # Cross-layer parameter sharing (ALBERT): the layers fall into this many groups, each group one
+    # set of weights run by all its layers (1: one layer's weights run num_hidden_layers times);
+    # None means no sharing, every layer its own weights (BERT).
+    num_hidden_groups: int | None = None
 
     def __post_init__(self):
         # a config.json with a zero, negative or fractional size would otherwise fail deep inside torch
@@ -32,6 +38,12 @@ class BertConfig(JsonConfig):
             "attention_probs_dropout_prob": validate.fraction, "initializer_range": validate.nonnegative_float,
             "layer_norm_eps": validate.positive_float})
         validate.nonnegative_int("pad_token_id", self.pad_token_id, optional=True)
+        validate.positive_int("embedding_size", self.embedding_size, optional=True)
+        validate.check_number("num_hidden_groups", self.num_hidden_groups, integer=True, minimum=1,
+                              maximum=self.num_hidden_layers, optional=True)
+        if self.embedding_size is not None and self.embedding_size > self.hidden_size:
+            raise ValueError(f"embedding_size {self.embedding_size} is larger than hidden_size {self.hidden_size}: "
+                             "a factorised embedding projects a smaller E up to H")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of "
                              f"num_attention_heads {self.num_attention_heads}")
@@ -44,6 +56,9 @@ class BertConfig(JsonConfig):
 
     def to_dict(self, hf: bool = True) -> dict:
         d = dataclasses.asdict(self)
+        for name in ("embedding_size", "num_hidden_groups"):  # BERT's config.json stays BERT's
+            if d[name] is None:
+                d.pop(name)
         if hf:
             d.update(model_type="bert", architectures=["BertModel"], position_embedding_type="absolute")
         else:  # google-research/bert's bert_config.json has no eps or pad id

@@ -20,7 +20,7 @@ from .. import progress
 from ..io import atomic_write_text, make_folder
 from ..tokenization import BertTokenizer, Vocab
 from ..tokenization.bert_tokenizer import tokenizer_config
-from .instances import (InstanceOptions, Vocabulary, array_rows, check_text_files, chunk_rng,
+from .instances import (PAIR_MODES, InstanceOptions, Vocabulary, array_rows, check_text_files, chunk_rng,
                         create_training_instances, instances_to_arrays, read_documents, tokenize_documents)
 from .masking import _jieba
 from .shards import ShardWriter, write_meta
@@ -80,7 +80,7 @@ def create_pretraining_data(files, folder, tokenizer: BertTokenizer, options: In
                 "files": [os.path.abspath(f) for f in files], "stats": stats}
     write_meta(folder, shards, max_seq_length=options.max_seq_length,
                max_predictions_per_seq=options.max_predictions_per_seq, vocab_size=len(tokenizer.vocab),
-               dynamic_masking=options.dynamic_masking, nsp=options.mode == "nsp", settings=settings)
+               dynamic_masking=options.dynamic_masking, nsp=options.mode in PAIR_MODES, settings=settings)
     return counts
 
 
@@ -105,12 +105,14 @@ def _save_tokenizer(tokenizer: BertTokenizer, folder):
     atomic_write_text(os.path.join(folder, "tokenizer_config.json"), json.dumps(config, indent=2) + "\n")
 
 
-def report(counts: Counter, folder) -> str:
+def report(counts: Counter, folder, mode: str = "nsp") -> str:
     c = counts
+    pairs = f"swapped pairs (sentence order) {c['random_next']}" if mode == "sop" \
+        else f"random next sentence {c['random_next']}"
     lines = [f"wrote {c['instances']} instances ({c['tokens']} tokens) to {folder}",
              f"  documents {c['documents']} (empty, skipped: {c['empty_documents']}), sentences {c['sentences']}, "
              f"lines {c['lines']}",
-             f"  random next sentence {c['random_next']}, masked LM predictions {c['masked_lm_predictions']}",
+             f"  {pairs}, masked LM predictions {c['masked_lm_predictions']}",
              f"  sentences longer than an instance {c['long_sentences']}, instances trimmed {c['truncated_instances']}"]
     if c["encoding_replacements"]:
         lines.append(f"  non-UTF-8 byte sequences replaced by U+FFFD: {c['encoding_replacements']}")

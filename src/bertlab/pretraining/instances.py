@@ -14,6 +14,9 @@ deliberate difference is scale: google reads the whole corpus into memory and dr
 all of it; create-pretraining-data works on chunks of documents (bounded memory, parallel
 workers), so a random B comes from another document of the same chunk.
 
+``--mode sop`` is ALBERT's sentence-order prediction instead of the next sentence: A and B are
+always consecutive text of one document, and half of the pairs are swapped (label 1 = swapped).
+
 ``--mode full-sentences`` is RoBERTa's FULL-SENTENCES input instead: no B and no next-sentence
 label; whole sentences are packed contiguously up to ``max_seq_length``, across document ends,
 with a [SEP] where one document ends and the next begins.
@@ -35,7 +38,8 @@ from .masking import create_masked_lm_predictions, jieba_continues, ref_continue
 from .shards import id_dtype
 from ..tokenization import CLS, MASK, SEP
 
-MODES = ("nsp", "full-sentences")
+MODES = ("nsp", "sop", "full-sentences")
+PAIR_MODES = ("nsp", "sop")  # instances [CLS] A [SEP] B [SEP] with a sentence-pair label
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,7 @@ class InstanceOptions:
             raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
         check_fields(self, {"max_seq_length": positive_int, "max_predictions_per_seq": positive_int,
                             "masked_lm_prob": probability, "short_seq_prob": fraction, "dupe_factor": positive_int})
-        smallest = 5 if self.mode == "nsp" else 3  # room for [CLS] A [SEP] B [SEP] with A, B >= 1
+        smallest = 5 if self.mode in PAIR_MODES else 3  # room for [CLS] A [SEP] B [SEP] with A, B >= 1
         if not smallest <= self.max_seq_length <= 32767:
             raise ValueError(f"max_seq_length {self.max_seq_length}: must be between {smallest} and 32767")
         if not self.max_predictions_per_seq <= 255:  # the shards store the count as uint8
@@ -204,7 +208,7 @@ def tokenize_documents(raw_documents, tokenizer, options: InstanceOptions, vocab
     sentence's reference positions or, with ``chinese_words="jieba"``, of jieba's segmentation.
     Lines without pieces are dropped, and documents left empty are skipped, as google does."""
     counts = Counter() if counts is None else counts
-    limit = options.max_seq_length - (3 if options.mode == "nsp" else 2)
+    limit = options.max_seq_length - (3 if options.mode in PAIR_MODES else 2)
     documents = []
     for raw in raw_documents:
         document = []
@@ -302,6 +306,11 @@ class _Maker:
             current_length += len(document[i][0])
             if i == len(document) - 1 or current_length >= target_seq_length:
                 a_end = rng.randint(1, len(current_chunk) - 1) if len(current_chunk) >= 2 else 1
+                if self.o.mode == "sop":
+                    instances.extend(self._sentence_order(current_chunk, a_end, max_num_tokens))
+                    current_chunk, current_length = [], 0
+                    i += 1
+                    continue
                 a = _concat(current_chunk[:a_end])
                 if len(current_chunk) == 1 or rng.random() < 0.5:
                     is_random_next = True
@@ -314,6 +323,24 @@ class _Maker:
                 current_chunk, current_length = [], 0
             i += 1
         return instances
+
+    def _sentence_order(self, chunk: list, a_end: int, max_num_tokens: int) -> list[TrainingInstance]:
+        """ALBERT's SOP pair of a chunk: A = its sentences before a_end, B = the rest, swapped half
+        of the time (is_random_next then means "swapped": label 1). A one-sentence chunk is cut at
+        a random piece, so B is still the text that follows A (ALBERT's code would draw a random
+        document's B here, labelled 1, unbalancing the labels); a one-piece chunk makes no pair."""
+        if len(chunk) == 1:
+            ids, continues = chunk[0]
+            if len(ids) < 2:
+                self.counts["sop_unpaired"] += 1
+                return []
+            cut = self.rng.randint(1, len(ids) - 1)
+            a = (ids[:cut], continues and bytes(continues[:cut]))
+            b = (ids[cut:], continues and bytes(continues[cut:]))
+        else:
+            a, b = _concat(chunk[:a_end]), _concat(chunk[a_end:])
+        swapped = self.rng.random() < 0.5
+        return [self._pair(b, a, True, max_num_tokens) if swapped else self._pair(a, b, False, max_num_tokens)]
 
     def _random_next(self, documents: list, document_index: int, target_b_length: int):
         rng = self.rng

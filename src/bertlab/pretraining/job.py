@@ -3,21 +3,41 @@
 import os
 
 from ..interop.pretrained import read_config, resolve
-from ..models import BertConfig
+from ..io import read_json
+from ..models import AlbertConfig, BertConfig
 from ..training.checkpoint import check_resume
 from .trainer import PretrainSettings, open_shards, preset_config, train_pretraining
 
 
 def pretraining_config(data, preset=None, config=None, init_from=None) -> BertConfig:
-    """The model: `init_from`'s (a BERT folder or name), the `config` file's (config.json /
-    bert_config.json), or the `preset` (default small) sized to the vocabulary of the shards `data`."""
+    """The model: `init_from`'s (a BERT or ALBERT folder or name), the `config` file's (config.json /
+    bert_config.json; model_type "albert" gives an AlbertConfig), or the `preset` (default small;
+    albert-base etc. for ALBERT) sized to the vocabulary of the shards `data`."""
     if init_from:
-        return read_config(resolve(init_from))
+        folder = resolve(init_from)
+        if _model_type(os.path.join(folder, "config.json")) == "albert":
+            return AlbertConfig.from_json_file(os.path.join(folder, "config.json"))
+        return read_config(folder)
     if config:
         if not os.path.exists(config):
             raise FileNotFoundError(f"--config {config}: no such file")
-        return BertConfig.from_json_file(config)
+        return (AlbertConfig if _model_type(config) == "albert" else BertConfig).from_json_file(config)
     return preset_config(preset or "small", open_shards(data, "--data").meta["vocab_size"])
+
+
+def recipe_settings(recipe, data, preset=None, optimizer=None, model_given=False) -> dict:
+    """{"preset", "optimizer"} of a named recipe (recipes.py) for the shards `data`, checked against them."""
+    from .recipes import training_settings
+    meta = open_shards(data, "--data").meta if recipe else {}
+    return training_settings(recipe, meta, data, preset, optimizer, model_given)
+
+
+def _model_type(path) -> str | None:
+    """config.json's model_type ("albert" builds an ALBERT), None where there is no such file."""
+    if not os.path.exists(path):
+        return None
+    settings = read_json(path)
+    return settings.get("model_type") if isinstance(settings, dict) else None
 
 
 def pretrain_job(data, out, *, preset=None, config=None, init_from=None, resume=False, overwrite=False,

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import validate
-from ..models import BertConfig, BertForPreTraining
+from ..models import AlbertConfig, AlbertForPreTraining, BertConfig, BertForPreTraining
+from ..models.albert_config import ALBERT_PRESETS, albert_preset
 from ..training.engine import Objective, fit
 from ..training.optim import make_adamw, param_groups
 from ..training.settings import RunSettings, optional
@@ -33,9 +34,16 @@ OPTIMIZERS = ("adamw", "lamb")
 
 
 def preset_config(name: str, vocab_size: int, **overrides) -> BertConfig:
+    """A BERT preset (PRESETS) or an ALBERT one (models.albert_config.ALBERT_PRESETS: an AlbertConfig)."""
+    if name in ALBERT_PRESETS:
+        return albert_preset(name, vocab_size=vocab_size, **overrides)
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS) + sorted(ALBERT_PRESETS)}")
     return BertConfig(**{**PRESETS[name], "vocab_size": vocab_size, **overrides})
+
+
+def is_albert(config: BertConfig) -> bool:
+    return isinstance(config, AlbertConfig)
 
 
 @dataclass(kw_only=True)
@@ -137,7 +145,9 @@ class Phase:
 
 
 class MaskedLMPretraining(Objective):
-    """Masked LM (+ next sentence where the data has it) on the phases' shard folders."""
+    """Masked LM (+ next sentence where the data has it) on the phases' shard folders; an
+    AlbertConfig model trains ALBERT (AlbertForPreTraining: its pair head predicts sentence order,
+    so give it data made with --mode sop)."""
     name, unit = "pretrain", "tokens"
 
     def __init__(self, s: PretrainSettings):
@@ -157,7 +167,7 @@ class MaskedLMPretraining(Objective):
             self.baseline = most_frequent_token_baseline(self.phases[0].data, self.eval_data, s.eval_instances)
         self.find_unused_parameters = not all(p.nsp for p in self.phases)  # MLM only: the NSP head gets no gradient
         self.current, self.parts, self.tokens = self.phases[0], [], 0
-        model = BertForPreTraining(s.model).to(run.device)
+        model = (AlbertForPreTraining if is_albert(s.model) else BertForPreTraining)(s.model).to(run.device)
         if s.init_from:
             self._init_from(model, s.init_from)
         return model
@@ -175,8 +185,11 @@ class MaskedLMPretraining(Objective):
 
     def _init_from(self, model, folder):
         from ..interop.folder import read_state_dict
+        from ..interop.hf_albert import load_albert_state
         from ..interop.hf_bert import init_from_state_dict
-        report = init_from_state_dict(model, read_state_dict(folder))
+        state = read_state_dict(folder)
+        report = load_albert_state(model, state, folder, strict=False) if is_albert(self.s.model) \
+            else init_from_state_dict(model, state)
         if report.mismatched:
             raise ValueError(f"--init-from {folder}: " + str(report))
         if self.run.is_main:
@@ -214,6 +227,16 @@ class MaskedLMPretraining(Objective):
     def context_length(self):
         return self.current.data.meta["max_seq_length"]  # an upper bound: packing skips the padding
 
+    def flops_per_unit(self, model):
+        """The engine's 6N estimate counts a shared layer once; ALBERT runs it
+        num_hidden_layers / num_hidden_groups times, so the repeats are added."""
+        from ..training.flops import transformer_flops_per_token
+        flops, layers = super().flops_per_unit(model), model.bert.layers
+        repeats = self.s.model.num_hidden_layers / len(layers) - 1
+        if flops is None or not repeats:
+            return flops
+        return flops + repeats * transformer_flops_per_token(layers, self.context_length())
+
     def evaluate(self, model):
         if self.eval_data is None:
             return None
@@ -226,7 +249,8 @@ class MaskedLMPretraining(Objective):
         if self.baseline:
             text += f" (always {self.baseline['token']!r}: {self.baseline['mlm_accuracy']:.3f})"
         if "nsp_loss" in metrics:
-            text += f"; NSP loss {metrics['nsp_loss']:.3f}, accuracy {metrics['nsp_accuracy']:.3f}"
+            task = "SOP" if self._pair_task() == "sop" else "NSP"
+            text += f"; {task} loss {metrics['nsp_loss']:.3f}, accuracy {metrics['nsp_accuracy']:.3f}"
         return text
 
     def state_dict(self):
@@ -239,9 +263,15 @@ class MaskedLMPretraining(Objective):
     def identity(self):
         return {"optimizer": self.s.optimizer, "phases": len(self.phases)}
 
+    def _pair_task(self) -> str:
+        """"sop" for sentence-order data (create-pretraining-data --sop), else "nsp"; logs keep the
+        nsp_* names for the sentence-pair head either way."""
+        return self.phases[0].data.meta.get("settings", {}).get("mode", "nsp")
+
     def summary(self, summary):
         """The engine's token count named for what it counts: real (unpadded) tokens, every process's."""
         summary = dict(summary)
+        summary["pair_task"] = self._pair_task()
         summary["real_tokens"] = int(summary.pop("tokens"))
         if self.baseline:  # the floor held_out's mlm_accuracy is read against
             summary["held_out_most_frequent_token"] = self.baseline
@@ -249,13 +279,16 @@ class MaskedLMPretraining(Objective):
 
     def export(self, run, model, summary):
         """OUT/model in HF format, with the tokenizer the data was made with."""
+        from ..interop.hf_albert import save_albert
         from ..interop.hf_bert import save_pretrained
-        save_pretrained(model, os.path.join(self.s.out, "model"), _tokenizer(self.phases[0].data))
+        save = save_albert if is_albert(self.s.model) else save_pretrained
+        save(model, os.path.join(self.s.out, "model"), _tokenizer(self.phases[0].data))
 
     def curves(self, records, out, title):
         c = self.s.model
         plot_pretraining_curves(records, os.path.join(out, "curves.png"),
-                                title=f"BERT L{c.num_hidden_layers}/H{c.hidden_size}, {self.s.optimizer}")
+                                title=f"{'ALBERT' if is_albert(c) else 'BERT'} L{c.num_hidden_layers}/H{c.hidden_size}, "
+                                      f"{self.s.optimizer}")
 
 
 def _check_same_vocab(a: PretrainingData, b: PretrainingData):
@@ -282,7 +315,8 @@ def report(summary: dict, out) -> str:
         if floor:
             line += f" (always predicting {floor['token']!r}, the most frequent masked token: {floor['mlm_accuracy']:.3f})"
         if "nsp_accuracy" in held:
-            line += f"; next sentence: loss {held['nsp_loss']:.3f}, accuracy {held['nsp_accuracy']:.3f}"
+            task = "sentence order" if summary.get("pair_task") == "sop" else "next sentence"
+            line += f"; {task}: loss {held['nsp_loss']:.3f}, accuracy {held['nsp_accuracy']:.3f}"
     return f"{line}\nmodel: {os.path.join(out, 'model')}"
 
 
