@@ -52,6 +52,7 @@ class Batcher:
         self.queue = queue.Queue(maxsize=max_queue)
         self.batches = 0  # how many batched calls ran (for tests and /metrics-like reporting)
         self.jobs_done = 0
+        self.cancelled = 0  # jobs given up because their client went away
         self._held = None  # a job taken from the queue that did not fit the last batch
         self._thread = threading.Thread(target=self._loop, name=f"batcher-{name}", daemon=True)
         self._thread.start()
@@ -78,6 +79,7 @@ class Batcher:
                 jobs = list(jobs)
                 for job in jobs:
                     if job.cancelled.is_set():  # its client is gone: no work, but no future left pending
+                        self.cancelled += 1
                         job.future.set_exception(Cancelled("the client went away"))
                 self._run([j for j in jobs if not j.cancelled.is_set()], key)
 
@@ -107,6 +109,7 @@ class Batcher:
             self.batches += 1
             results = self.run_batch(key, jobs)
         except Cancelled:
+            self.cancelled += len(jobs)
             results = [Cancelled("the client went away")] * len(jobs)
         except Exception as e:  # noqa: BLE001 - handed to the waiting request, never lost
             if len(jobs) > 1:
