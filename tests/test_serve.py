@@ -271,14 +271,24 @@ def test_a_bad_request_batched_with_good_ones_fails_alone(loaded):
 
 
 def gated(batcher):
-    """Hold the model's worker at its next batch until the returned event is set."""
+    """Hold the model's worker at its next batch until the returned gate is set; `gate.entered` is
+    set once the worker is held."""
     gate, inner = threading.Event(), batcher.run_batch
+    gate.entered = threading.Event()
 
     def run_batch(key, jobs):
+        gate.entered.set()
         gate.wait(30)
         return inner(key, jobs)
     batcher.run_batch = run_batch
     return gate
+
+
+def wait_for(condition, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
 
 
 def test_a_burst_past_the_queue_is_429_not_a_crash(loaded):
@@ -287,12 +297,12 @@ def test_a_burst_past_the_queue_is_429_not_a_crash(loaded):
         ready(c)
         batcher = app.state.registry.models["minilm"].batcher
         gate = gated(batcher)
+        post = lambda i: c.post("/v1/embed", json={"model": "minilm", "texts": [f"text {i}"]})  # noqa: E731
         with ThreadPoolExecutor(12) as pool:
-            futures = [pool.submit(c.post, "/v1/embed", json={"model": "minilm", "texts": [f"text {i}"]})
-                       for i in range(12)]
-            deadline = time.monotonic() + 30
-            while sum(f.done() for f in futures) < 8 and time.monotonic() < deadline:
-                time.sleep(0.01)  # 1 running + 3 queued; the other 8 are refused at once
+            futures = [pool.submit(post, 0)]
+            gate.entered.wait(30)  # the first request is running (held), so the queue is empty
+            futures += [pool.submit(post, i) for i in range(1, 12)]
+            wait_for(lambda: sum(f.done() for f in futures) == 8)  # 3 queue up; the other 8 are refused at once
             gate.set()
             codes = sorted(f.result().status_code for f in futures)
         assert codes == [200] * 4 + [429] * 8, codes
@@ -333,7 +343,8 @@ def test_shutdown_finishes_the_requests_in_flight(loaded):
         with ThreadPoolExecutor(3) as pool:
             futures = [pool.submit(httpx.post, url + "/v1/embed", json={"model": "minilm", "texts": [t]}, timeout=30)
                        for t in ("one", "two", "three")]
-            time.sleep(0.3)  # all three are in flight, held at the gate
+            batcher = app.state.registry.models["minilm"].batcher
+            wait_for(lambda: gate.entered.is_set() and batcher.queue.qsize() == 2)  # one held, two queued
             server.handle_exit(15, None)  # what uvicorn does on SIGTERM
             time.sleep(0.3)
             gate.set()

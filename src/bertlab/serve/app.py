@@ -158,14 +158,16 @@ def _check_texts(limits: Limits, texts: list[str], what: str = "texts"):
                                      f"{limits.max_chars:,} (--max-chars)")
 
 
-async def _submit(served, job: Job):
-    """Queue the job and wait for its result; errors become HTTP answers."""
+async def _submit(served, job: Job, pick=lambda result: result) -> JSONResponse:
+    """Queue the job and wait for its result (`pick` takes the part to answer with); errors become
+    HTTP answers. The result is plain JSON types already, so it skips FastAPI's jsonable_encoder,
+    which costs more per embedding than the JSON encoding itself."""
     try:
         served.batcher.submit(job)
     except QueueFull as e:
         raise HTTPException(429, str(e), headers={"Retry-After": "1"}) from None
     try:
-        return await asyncio.wrap_future(job.future)
+        return JSONResponse(pick(await asyncio.wrap_future(job.future)))
     except asyncio.CancelledError:
         job.cancelled.set()
         raise
@@ -209,8 +211,8 @@ def _add_task_routes(app, registry, limits):
     async def qa(r: QaRequest):
         served = _served(registry, r.model, "qa")
         _check_texts(limits, [r.question, r.context])
-        result = await _submit(served, Job(("qa",), {"inputs": [{"question": r.question, "context": r.context}]}))
-        return result["predictions"][0]
+        job = Job(("qa",), {"inputs": [{"question": r.question, "context": r.context}]})
+        return await _submit(served, job, lambda result: result["predictions"][0])
 
     @app.post("/v1/fill-mask", summary="the most probable tokens for each [MASK] (a masked-LM head)")
     async def fill_mask(r: FillMaskRequest):

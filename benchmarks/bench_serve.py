@@ -1,0 +1,181 @@
+"""Load test of `bertlab serve` on loopback: N concurrent clients for T seconds, each sending one real
+sentence per request to /v1/embed (MiniLM), against two servers of the same model: dynamic batching
+(--max-batch-size 32) and one request at a time (--max-batch-size 1).
+
+    python benchmarks/bench_serve.py [--clients 32] [--seconds 10] [--rounds 2] [--threads 1]
+
+Both servers run as `bertlab serve` subprocesses on 127.0.0.1 (nothing else is reached) with
+--threads torch threads each; rounds alternate between them so that load from other processes
+affects both alike. The clients are one asyncio process speaking plain HTTP/1.1 with keep-alive
+(light, so the server and not the client is measured). Reported per round: requests/s, p50 and p99
+latency, errors (any answer but 200, or a broken connection), and the server's RSS sampled every
+0.25 s (min and max over the round: a flat line means no leak). Bounded: clients x seconds x rounds.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HOST = "127.0.0.1"
+
+
+def sentences() -> list[str]:
+    with open(os.path.join(REPO, "data", "python-docs", "summaries.txt"), encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def start_server(max_batch_size: int, max_wait_ms: float, threads: int, max_queue: int):
+    port = free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "PYTHONPATH": os.path.join(REPO, "src")}
+    process = subprocess.Popen([sys.executable, "-m", "bertlab", "serve", "--model", "minilm=minilm", "--host", HOST,
+                                "--port", str(port), "--max-batch-size", str(max_batch_size), "--max-wait-ms",
+                                str(max_wait_ms), "--max-queue", str(max_queue)],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return process, port
+
+
+async def request(reader, writer, body: bytes) -> int:
+    writer.write(b"POST /v1/embed HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    await writer.drain()
+    status = int((await reader.readline()).split()[1])
+    length = 0
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    await reader.readexactly(length)
+    return status
+
+
+async def wait_ready(port: int, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            reader, writer = await asyncio.open_connection(HOST, port)
+            writer.write(b"GET /readyz HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+            await writer.drain()
+            ready = b" 200 " in await reader.readline()
+            writer.close()
+            if ready:
+                return
+        except OSError:
+            pass
+        await asyncio.sleep(0.2)
+    raise RuntimeError(f"the server on port {port} did not get ready in {timeout} s")
+
+
+async def client(port, texts, offset, stop_at, latencies, errors):
+    reader, writer = await asyncio.open_connection(HOST, port)
+    i = offset
+    try:
+        while time.monotonic() < stop_at:
+            body = json.dumps({"model": "minilm", "texts": [texts[i % len(texts)]]}).encode()
+            start = time.perf_counter()
+            try:
+                status = await request(reader, writer, body)
+            except (OSError, asyncio.IncompleteReadError, ValueError, IndexError):
+                errors.append("connection")
+                reader, writer = await asyncio.open_connection(HOST, port)
+                continue
+            if status == 200:
+                latencies.append(time.perf_counter() - start)
+            else:
+                errors.append(status)
+            i += 7919  # a prime stride: clients send different sentences
+    finally:
+        writer.close()
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+
+
+async def sample_rss(pid, stop_at, samples):
+    while time.monotonic() < stop_at:
+        samples.append(rss_mb(pid))
+        await asyncio.sleep(0.25)
+
+
+async def one_round(port, pid, texts, clients: int, seconds: float) -> dict:
+    latencies, errors, rss = [], [], []
+    await asyncio.gather(*(client(port, texts, k * 31, time.monotonic() + 1.0, [], []) for k in range(clients)))
+    start = time.monotonic()  # after a 1 s warm-up at full load
+    stop_at = start + seconds
+    await asyncio.gather(sample_rss(pid, stop_at, rss),
+                         *(client(port, texts, k * 101, stop_at, latencies, errors) for k in range(clients)))
+    elapsed = time.monotonic() - start
+    latencies.sort()
+    return {"requests_per_s": len(latencies) / elapsed, "p50_ms": 1000 * statistics.median(latencies),
+            "p99_ms": 1000 * latencies[int(0.99 * (len(latencies) - 1))], "requests": len(latencies),
+            "errors": len(errors), "rss_mb": (min(rss), max(rss))}
+
+
+async def main_async(args):
+    texts = sentences()
+    servers = {f"batching (--max-batch-size {args.max_batch_size}, --max-wait-ms {args.max_wait_ms:g})":
+               start_server(args.max_batch_size, args.max_wait_ms, args.threads, args.max_queue),
+               "one at a time (--max-batch-size 1)": start_server(1, 0, args.threads, args.max_queue)}
+    try:
+        for _, port in servers.values():
+            await wait_ready(port)
+        results = {name: [] for name in servers}
+        for r in range(args.rounds):
+            for name, (process, port) in servers.items():
+                result = await one_round(port, process.pid, texts, args.clients, args.seconds)
+                results[name].append(result)
+                print(f"round {r + 1} {name}: {result['requests_per_s']:.1f} req/s, p50 {result['p50_ms']:.1f} ms, "
+                      f"p99 {result['p99_ms']:.1f} ms, {result['errors']} errors, RSS {result['rss_mb'][0]:.0f}-"
+                      f"{result['rss_mb'][1]:.0f} MB", flush=True)
+    finally:
+        for process, _ in servers.values():
+            process.terminate()
+            process.wait(30)
+    print(f"\n{args.clients} clients x {args.seconds:g} s x {args.rounds} rounds, MiniLM /v1/embed, one sentence "
+          f"per request, {args.threads} torch thread(s) per server\n")
+    print("| server | requests/s (median of rounds) | p50 ms | p99 ms | errors | server RSS MB (min-max) |")
+    print("|---|---:|---:|---:|---:|---|")
+    medians = {}
+    for name, rounds in results.items():
+        med = lambda key: statistics.median(r[key] for r in rounds)  # noqa: E731
+        medians[name] = med("requests_per_s")
+        rss = (min(r["rss_mb"][0] for r in rounds), max(r["rss_mb"][1] for r in rounds))
+        print(f"| {name} | {medians[name]:.1f} | {med('p50_ms'):.1f} | {med('p99_ms'):.1f} | "
+              f"{sum(r['errors'] for r in rounds)} | {rss[0]:.0f}-{rss[1]:.0f} |")
+    batched, single = medians.values()
+    print(f"\ndynamic batching / one at a time: {batched / single:.2f}x requests/s")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--clients", type=int, default=32)
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1, help="torch threads of each server (1)")
+    p.add_argument("--max-batch-size", type=int, default=32)
+    p.add_argument("--max-wait-ms", type=float, default=5.0)
+    p.add_argument("--max-queue", type=int, default=256)
+    args = p.parse_args()
+    if not (1 <= args.clients <= 256 and 0 < args.seconds <= 120 and 1 <= args.rounds <= 10):
+        raise SystemExit("keep the load bounded: 1-256 clients, at most 120 s a round, 1-10 rounds")
+    asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    main()
