@@ -3,6 +3,7 @@ sentence per request to /v1/embed (MiniLM), against two servers of the same mode
 (--max-batch-size 32) and one request at a time (--max-batch-size 1).
 
     python benchmarks/bench_serve.py [--clients 32] [--seconds 10] [--rounds 2] [--threads 1]
+                                     [--texts sentences|queries]
 
 Both servers run as `bertlab serve` subprocesses on 127.0.0.1 (nothing else is reached) with
 --threads torch threads each; rounds alternate between them so that load from other processes
@@ -27,9 +28,15 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOST = "127.0.0.1"
 
 
-def sentences() -> list[str]:
+def texts_of(kind: str) -> list[str]:
+    """"sentences": the shipped stdlib docstring summaries (23 tokens on average with [CLS] and
+    [SEP]); "queries": the first five words of each summary's description (9 tokens), the length of
+    a search query."""
     with open(os.path.join(REPO, "data", "python-docs", "summaries.txt"), encoding="utf-8") as f:
-        return [line.strip() for line in f if line.strip()]
+        lines = [line.strip() for line in f if line.strip()]
+    if kind == "sentences":
+        return lines
+    return [" ".join(line.split(": ", 1)[-1].split()[:5]) for line in lines]
 
 
 def free_port() -> int:
@@ -113,22 +120,34 @@ async def sample_rss(pid, stop_at, samples):
         await asyncio.sleep(0.25)
 
 
+async def get_json(port: int, path: str) -> dict:
+    reader, writer = await asyncio.open_connection(HOST, port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n".encode())
+    await writer.drain()
+    data = await reader.read()
+    writer.close()
+    return json.loads(data.split(b"\r\n\r\n", 1)[1])
+
+
 async def one_round(port, pid, texts, clients: int, seconds: float) -> dict:
     latencies, errors, rss = [], [], []
     await asyncio.gather(*(client(port, texts, k * 31, time.monotonic() + 1.0, [], []) for k in range(clients)))
+    before = (await get_json(port, "/v1/stats"))["minilm"]
     start = time.monotonic()  # after a 1 s warm-up at full load
     stop_at = start + seconds
     await asyncio.gather(sample_rss(pid, stop_at, rss),
                          *(client(port, texts, k * 101, stop_at, latencies, errors) for k in range(clients)))
     elapsed = time.monotonic() - start
+    after = (await get_json(port, "/v1/stats"))["minilm"]
+    mean_batch = (after["requests"] - before["requests"]) / max(after["batches"] - before["batches"], 1)
     latencies.sort()
     return {"requests_per_s": len(latencies) / elapsed, "p50_ms": 1000 * statistics.median(latencies),
             "p99_ms": 1000 * latencies[int(0.99 * (len(latencies) - 1))], "requests": len(latencies),
-            "errors": len(errors), "rss_mb": (min(rss), max(rss))}
+            "errors": len(errors), "rss_mb": (min(rss), max(rss)), "mean_batch": mean_batch}
 
 
 async def main_async(args):
-    texts = sentences()
+    texts = texts_of(args.texts)
     servers = {f"batching (--max-batch-size {args.max_batch_size}, --max-wait-ms {args.max_wait_ms:g})":
                start_server(args.max_batch_size, args.max_wait_ms, args.threads, args.max_queue),
                "one at a time (--max-batch-size 1)": start_server(1, 0, args.threads, args.max_queue)}
@@ -141,22 +160,22 @@ async def main_async(args):
                 result = await one_round(port, process.pid, texts, args.clients, args.seconds)
                 results[name].append(result)
                 print(f"round {r + 1} {name}: {result['requests_per_s']:.1f} req/s, p50 {result['p50_ms']:.1f} ms, "
-                      f"p99 {result['p99_ms']:.1f} ms, {result['errors']} errors, RSS {result['rss_mb'][0]:.0f}-"
+                      f"p99 {result['p99_ms']:.1f} ms, mean batch {result['mean_batch']:.1f}, {result['errors']} errors, RSS {result['rss_mb'][0]:.0f}-"
                       f"{result['rss_mb'][1]:.0f} MB", flush=True)
     finally:
         for process, _ in servers.values():
             process.terminate()
             process.wait(30)
-    print(f"\n{args.clients} clients x {args.seconds:g} s x {args.rounds} rounds, MiniLM /v1/embed, one sentence "
-          f"per request, {args.threads} torch thread(s) per server\n")
-    print("| server | requests/s (median of rounds) | p50 ms | p99 ms | errors | server RSS MB (min-max) |")
-    print("|---|---:|---:|---:|---:|---|")
+    print(f"\n{args.clients} clients x {args.seconds:g} s x {args.rounds} rounds, MiniLM /v1/embed, one text "
+          f"({args.texts}) per request, {args.threads} torch thread(s) per server\n")
+    print("| server | requests/s (median of rounds) | p50 ms | p99 ms | mean batch | errors | server RSS MB (min-max) |")
+    print("|---|---:|---:|---:|---:|---:|---|")
     medians = {}
     for name, rounds in results.items():
         med = lambda key: statistics.median(r[key] for r in rounds)  # noqa: E731
         medians[name] = med("requests_per_s")
         rss = (min(r["rss_mb"][0] for r in rounds), max(r["rss_mb"][1] for r in rounds))
-        print(f"| {name} | {medians[name]:.1f} | {med('p50_ms'):.1f} | {med('p99_ms'):.1f} | "
+        print(f"| {name} | {medians[name]:.1f} | {med('p50_ms'):.1f} | {med('p99_ms'):.1f} | {med('mean_batch'):.1f} | "
               f"{sum(r['errors'] for r in rounds)} | {rss[0]:.0f}-{rss[1]:.0f} |")
     batched, single = medians.values()
     print(f"\ndynamic batching / one at a time: {batched / single:.2f}x requests/s")
@@ -171,6 +190,8 @@ def main():
     p.add_argument("--max-batch-size", type=int, default=32)
     p.add_argument("--max-wait-ms", type=float, default=5.0)
     p.add_argument("--max-queue", type=int, default=256)
+    p.add_argument("--texts", choices=["sentences", "queries"], default="sentences",
+                   help="what each request embeds: a real sentence (23 tokens) or a 5-word query (9 tokens)")
     args = p.parse_args()
     if not (1 <= args.clients <= 256 and 0 < args.seconds <= 120 and 1 <= args.rounds <= 10):
         raise SystemExit("keep the load bounded: 1-256 clients, at most 120 s a round, 1-10 rounds")

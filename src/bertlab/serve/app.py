@@ -126,6 +126,13 @@ def _add_status_routes(app, registry):
             return JSONResponse({"status": "failed", "errors": registry.errors}, status_code=503)
         return {"status": "ready", "models": sorted(registry.models)}
 
+    @app.get("/v1/stats", summary="per model: batched calls run, requests answered, mean batch, queue depth")
+    def stats():
+        return {name: {"batches": m.batcher.batches, "requests": m.batcher.jobs_done,
+                       "mean_batch": m.batcher.jobs_done / max(m.batcher.batches, 1),
+                       "cancelled": m.batcher.cancelled, "queued": m.batcher.queue.qsize()}
+                for name, m in registry.models.items()}
+
     @app.get("/v1/models", summary="the loaded models and the tasks each answers")
     def models():
         return {"models": [m.describe() for m in registry.models.values()], "errors": registry.errors,
