@@ -177,8 +177,10 @@ async def main_async(args):
         rss = (min(r["rss_mb"][0] for r in rounds), max(r["rss_mb"][1] for r in rounds))
         print(f"| {name} | {medians[name]:.1f} | {med('p50_ms'):.1f} | {med('p99_ms'):.1f} | {med('mean_batch'):.1f} | "
               f"{sum(r['errors'] for r in rounds)} | {rss[0]:.0f}-{rss[1]:.0f} |")
-    batched, single = medians.values()
-    print(f"\ndynamic batching / one at a time: {batched / single:.2f}x requests/s")
+    batched, single = results.values()
+    paired = [b["requests_per_s"] / s["requests_per_s"] for b, s in zip(batched, single)]
+    print(f"\ndynamic batching / one at a time, round by round: {', '.join(f'{r:.2f}x' for r in paired)}; "
+          f"median {statistics.median(paired):.2f}x requests/s")
 
 
 def main():

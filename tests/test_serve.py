@@ -350,3 +350,35 @@ def test_shutdown_finishes_the_requests_in_flight(loaded):
             gate.set()
             assert [f.result().status_code for f in futures] == [200, 200, 200]
     assert not app.state.registry.models["minilm"].batcher._thread.is_alive()
+
+
+# --- the batcher and the command line -------------------------------------------------------------------
+def test_batches_hold_at_most_max_batch_size_texts_in_arrival_order():
+    from bertlab.serve.batching import Batcher, Job
+    seen = []
+
+    def run_batch(key, jobs):
+        seen.append((key[0], [j.payload for j in jobs]))
+        return [j.payload * 10 for j in jobs]
+    batcher = Batcher(run_batch, max_batch_size=7, max_wait_ms=200)
+    gate = gated(batcher)
+    jobs = [batcher.submit(Job(("first",), 0, size=1))]
+    gate.entered.wait(30)
+    jobs += [batcher.submit(Job(("a" if i % 3 else "b",), i, size=3)) for i in range(1, 8)]
+    gate.set()
+    assert [j.future.result(30) for j in jobs] == [10 * i for i in range(8)]
+    batcher.close(30)
+    # 3-text jobs under a 7-text limit: two per gathering ([1, 2], [3, 4], [5, 6], [7]), each gathering
+    # run as one call per key, keys in the order they arrived
+    assert seen == [("first", [0]), ("a", [1, 2]), ("b", [3]), ("a", [4]), ("a", [5]), ("b", [6]), ("a", [7])]
+
+
+def test_the_command_line_refuses_bad_model_arguments(tmp_path, capsys):
+    from bertlab.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(["serve", "--model", "no-equals-sign"])
+    assert e.value.code == 2 and "expected NAME=DIR" in capsys.readouterr().err
+    assert main(["serve", "--model", "a=minilm", "--model", "a=minilm"]) == 2
+    assert "a NAME is given twice" in capsys.readouterr().err
+    assert main(["serve", "--model", f"m={tmp_path / 'nowhere'}"]) == 2
+    assert "--model m=" in capsys.readouterr().err

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .memory import HeapTrimmer
+
 _STOP = object()
 
 
@@ -54,6 +56,7 @@ class Batcher:
         self.jobs_done = 0
         self.cancelled = 0  # jobs given up because their client went away
         self._held = None  # a job taken from the queue that did not fit the last batch
+        self._trimmer = HeapTrimmer()
         self._thread = threading.Thread(target=self._loop, name=f"batcher-{name}", daemon=True)
         self._thread.start()
 
@@ -82,6 +85,7 @@ class Batcher:
                         self.cancelled += 1
                         job.future.set_exception(Cancelled("the client went away"))
                 self._run([j for j in jobs if not j.cancelled.is_set()], key)
+            self._trimmer.maybe_trim()  # after the answers are out, so no request waits for it
 
     def _gather(self) -> list[Job] | None:
         first = self._held if self._held is not None else self.queue.get()
