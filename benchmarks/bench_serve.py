@@ -51,7 +51,7 @@ def start_server(max_batch_size: int, max_wait_ms: float, threads: int, max_queu
            "PYTHONPATH": os.path.join(REPO, "src")}
     process = subprocess.Popen([sys.executable, "-m", "bertlab", "serve", "--model", "minilm=minilm", "--host", HOST,
                                 "--port", str(port), "--max-batch-size", str(max_batch_size), "--max-wait-ms",
-                                str(max_wait_ms), "--max-queue", str(max_queue)],
+                                str(max_wait_ms), "--max-queue", str(max_queue), "--no-access-log"],
                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return process, port
 

@@ -37,6 +37,7 @@ def add_parser(subparsers):
     p.add_argument("--max-new-tokens", type=positive_int, default=256,
                    help="the most tokens one generate request may ask for (256; past it: 413)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda or mps")
+    p.add_argument("--no-access-log", action="store_true", help="do not log a line per request (saves CPU under load)")
     p.set_defaults(run=run)
 
 
@@ -62,6 +63,6 @@ def run(args):
         except FileNotFoundError as e:
             raise ValueError(f"--model {name}={folder}: {e}") from None
     serve(models, args.host, args.port, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms,
-          max_queue=args.max_queue, device=args.device,
+          max_queue=args.max_queue, device=args.device, access_log=not args.no_access_log,
           limits=Limits(args.max_chars, args.max_texts, args.max_new_tokens))
     return 0

@@ -12,8 +12,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Literal
 
+import orjson
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
@@ -29,6 +30,16 @@ class Limits:
     max_chars: int = 10_000      # characters per text
     max_texts: int = 64          # texts per request
     max_new_tokens: int = 256    # tokens one generate request may ask for
+
+
+class FastJSON(Response):
+    """JSON by orjson, which writes numpy arrays itself: an embedding goes out without becoming a
+    list of Python floats first (measured: json.dumps of 32 MiniLM vectors took ~58 ms on the
+    loaded 2-core machine, a serial step between two batches)."""
+    media_type = "application/json"
+
+    def render(self, content) -> bytes:
+        return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 # --- request bodies ---------------------------------------------------------------------------------
@@ -165,16 +176,16 @@ def _check_texts(limits: Limits, texts: list[str], what: str = "texts"):
                                      f"{limits.max_chars:,} (--max-chars)")
 
 
-async def _submit(served, job: Job, pick=lambda result: result) -> JSONResponse:
+async def _submit(served, job: Job, pick=lambda result: result) -> FastJSON:
     """Queue the job and wait for its result (`pick` takes the part to answer with); errors become
-    HTTP answers. The result is plain JSON types already, so it skips FastAPI's jsonable_encoder,
-    which costs more per embedding than the JSON encoding itself."""
+    HTTP answers. The result is JSON types and numpy arrays, written by orjson directly (FastAPI's
+    jsonable_encoder would cost more per embedding than the encoding itself)."""
     try:
         served.batcher.submit(job)
     except QueueFull as e:
         raise HTTPException(429, str(e), headers={"Retry-After": "1"}) from None
     try:
-        return JSONResponse(pick(await asyncio.wrap_future(job.future)))
+        return FastJSON(pick(await asyncio.wrap_future(job.future)))
     except asyncio.CancelledError:
         job.cancelled.set()
         raise

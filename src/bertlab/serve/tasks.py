@@ -47,7 +47,7 @@ def run_embed(loaded, jobs):
     pooling, normalize = jobs[0].key[1:]
     texts = [t for j in jobs for t in j.payload["texts"]]
     vectors = embed_texts(encoder(loaded), loaded.tokenizer, texts, pooling, normalize, batch_size=len(texts))
-    return [{"embeddings": rows.tolist()} for rows in _split(vectors, jobs)]
+    return [{"embeddings": rows} for rows in _split(vectors, jobs)]  # arrays: the answer's encoder writes them
 
 
 def run_similar(loaded, jobs):
