@@ -3,7 +3,7 @@ sentence per request to /v1/embed (MiniLM), against two servers of the same mode
 (--max-batch-size 32) and one request at a time (--max-batch-size 1).
 
     python benchmarks/bench_serve.py [--clients 32] [--seconds 10] [--rounds 2] [--threads 1]
-                                     [--texts sentences|queries]
+                                     [--texts sentences|queries] [--ceiling]
 
 Both servers run as `bertlab serve` subprocesses on 127.0.0.1 (nothing else is reached) with
 --threads torch threads each; rounds alternate between them so that load from other processes
@@ -183,6 +183,29 @@ async def main_async(args):
           f"median {statistics.median(paired):.2f}x requests/s")
 
 
+def library_ceiling(texts: list[str], threads: int, batches: int = 6):
+    """The same texts through embed_texts in this process, 32 at a time vs one at a time: the most
+    any batching server could gain over a one-at-a-time one on this machine right now."""
+    import torch
+
+    from bertlab.inference.embed import embed_texts
+    from bertlab.interop.load import load_model
+    torch.set_num_threads(threads)
+    m = load_model("minilm")
+    texts = texts[:32 * batches]
+    embed_texts(m.model, m.tokenizer, texts[:32], batch_size=32)  # warm-up
+    start = time.perf_counter()
+    for i in range(0, len(texts), 32):
+        embed_texts(m.model, m.tokenizer, texts[i:i + 32], batch_size=32)
+    batched = len(texts) / (time.perf_counter() - start)
+    start = time.perf_counter()
+    for text in texts[:64]:
+        embed_texts(m.model, m.tokenizer, [text], batch_size=1)
+    single = 64 / (time.perf_counter() - start)
+    print(f"\nlibrary ceiling (embed_texts in one process, {threads} thread(s)): {batched:.1f} texts/s in batches of "
+          f"32, {single:.1f} one at a time: {batched / single:.2f}x")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--clients", type=int, default=32)
@@ -194,10 +217,15 @@ def main():
     p.add_argument("--max-queue", type=int, default=256)
     p.add_argument("--texts", choices=["sentences", "queries"], default="sentences",
                    help="what each request embeds: a real sentence (23 tokens) or a 5-word query (9 tokens)")
+    p.add_argument("--ceiling", action="store_true",
+                   help="then also time embed_texts itself, batches of 32 vs one text at a time (the ratio's ceiling)")
     args = p.parse_args()
     if not (1 <= args.clients <= 256 and 0 < args.seconds <= 120 and 1 <= args.rounds <= 10):
         raise SystemExit("keep the load bounded: 1-256 clients, at most 120 s a round, 1-10 rounds")
     asyncio.run(main_async(args))
+    if args.ceiling:
+        sys.path.insert(0, os.path.join(REPO, "src"))
+        library_ceiling(texts_of(args.texts), args.threads)
 
 
 if __name__ == "__main__":
