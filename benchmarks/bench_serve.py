@@ -160,7 +160,8 @@ async def main_async(args):
                 result = await one_round(port, process.pid, texts, args.clients, args.seconds)
                 results[name].append(result)
                 print(f"round {r + 1} {name}: {result['requests_per_s']:.1f} req/s, p50 {result['p50_ms']:.1f} ms, "
-                      f"p99 {result['p99_ms']:.1f} ms, mean batch {result['mean_batch']:.1f}, {result['errors']} errors, RSS {result['rss_mb'][0]:.0f}-"
+                      f"p99 {result['p99_ms']:.1f} ms, mean batch {result['mean_batch']:.1f}, "
+                      f"{result['errors']} errors, RSS {result['rss_mb'][0]:.0f}-"
                       f"{result['rss_mb'][1]:.0f} MB", flush=True)
     finally:
         for process, _ in servers.values():

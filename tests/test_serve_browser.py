@@ -91,7 +91,8 @@ def test_search_and_attention_heatmap(page, loaded, shots):
     page.find_element(By.ID, "attention-run").click()
     WebDriverWait(page, 30).until(lambda b: b.find_element(By.ID, "attention-canvas").get_attribute("data-cells"))
     from bertlab.inference.attention import attention_weights
-    tokens, _ = attention_weights(m.model, m.tokenizer, page.find_element(By.ID, "attention-text").get_attribute("value"), -1)
+    text = page.find_element(By.ID, "attention-text").get_attribute("value")
+    tokens, _ = attention_weights(m.model, m.tokenizer, text, -1)
     canvas = page.find_element(By.ID, "attention-canvas")
     assert canvas.get_attribute("data-cells") == str(len(tokens) ** 2)  # one cell per (query, key) pair
     assert canvas.size["width"] > 300

@@ -162,7 +162,8 @@ def _served(registry, name: str, task: str):
     if task not in served.tasks:
         able = [n for n, m in registry.models.items() if task in m.tasks]
         raise HTTPException(400, f"model {name!r} ({served.loaded.kind}) does not do {task}; it does "
-                                 f"{', '.join(served.tasks) or 'nothing'}. Models that do {task}: {', '.join(able) or 'none'}")
+                                 f"{', '.join(served.tasks) or 'nothing'}. "
+                                 f"Models that do {task}: {', '.join(able) or 'none'}")
     return served
 
 
