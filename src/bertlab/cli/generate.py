@@ -58,29 +58,20 @@ def options_from(args):
 
 
 class _Streamer:
-    """Prints a single prompt's continuation as it grows, holding back a half-made character."""
+    """Prints a single prompt's continuation as it grows (inference.generate.TextStream)."""
 
     def __init__(self, tokenizer, stops):
-        self.tokenizer, self.stops, self.ids, self.shown = tokenizer, stops, [], 0
+        from ..inference.generate import TextStream
+        self.stream = TextStream(tokenizer.decode, stops)
 
     def __call__(self, row, token):
-        self.ids.append(token)
-        text = self.tokenizer.decode(self.ids)
-        from ..inference.generate import truncate_at_stop
-        safe = truncate_at_stop(text, self.stops) if self.stops else text
-        hold = max((len(s) - 1 for s in self.stops), default=0)  # a stop string may be half made
-        end = len(safe) if len(safe) < len(text) else len(safe) - hold
-        while end > self.shown and safe[end - 1] == "\ufffd":
-            end -= 1
-        if end > self.shown:
-            sys.stdout.write(safe[self.shown:end])
+        piece = self.stream.add(token)
+        if piece:
+            sys.stdout.write(piece)
             sys.stdout.flush()
-            self.shown = end
 
     def finish(self):
-        from ..inference.generate import truncate_at_stop
-        text = truncate_at_stop(self.tokenizer.decode(self.ids), self.stops)
-        sys.stdout.write(text[self.shown:] + "\n")
+        sys.stdout.write(self.stream.finish() + "\n")
 
 
 def run(args):

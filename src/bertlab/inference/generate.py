@@ -184,3 +184,31 @@ class _Stepper:
         positions = None if positions is None else positions[:, -1:]
         return self.model(token[:, None], cache=self.cache, attention_mask=self.mask,
                           positions=positions, last_only=True)[0][:, -1]
+
+
+class TextStream:
+    """The text of one row's new tokens, handed out piece by piece as they are made (for streaming):
+    `add(token)` returns the text that is now certain. It holds back a half-made character (a byte
+    BPE token can end mid-UTF-8, decoded as U+FFFD) and the tail that could be the start of a stop
+    string; `finish()` returns the rest, cut at the first stop string."""
+
+    def __init__(self, decode: Callable, stops=()):
+        self.decode, self.stops, self.ids, self.shown = decode, tuple(stops), [], 0
+
+    def add(self, token: int) -> str:
+        self.ids.append(token)
+        text = self.decode(self.ids)
+        safe = truncate_at_stop(text, self.stops) if self.stops else text
+        hold = max((len(s) - 1 for s in self.stops), default=0)  # a stop string may be half made
+        end = len(safe) if len(safe) < len(text) else len(safe) - hold
+        while end > self.shown and safe[end - 1] == "\ufffd":
+            end -= 1
+        if end <= self.shown:
+            return ""
+        piece, self.shown = safe[self.shown:end], end
+        return piece
+
+    def finish(self) -> str:
+        rest = truncate_at_stop(self.decode(self.ids), self.stops)[self.shown:]
+        self.shown += len(rest)
+        return rest

@@ -1,0 +1,68 @@
+"""bertlab serve: models over HTTP with a JSON API, dynamic batching and a web page."""
+import argparse
+
+EXAMPLE = """examples:
+  bertlab serve --model minilm=minilm                       # then open http://127.0.0.1:8000/
+  bertlab serve --model minilm=minilm --model tagger=runs/ner/model --model gpt=runs/gpt/model --port 8080
+  curl -s localhost:8000/v1/embed -H 'content-type: application/json' \\
+       -d '{"model": "minilm", "texts": ["hello world"]}'
+
+DIR is any folder `bertlab` reads (load_model): a packaged name such as "minilm", a BERT folder
+(embed, similar, attention; fill-mask when it has a masked-LM head), a `bertlab finetune` folder
+(classify, ner or qa), a GPT folder (generate) or a translation folder (translate). The API
+documentation is at /docs. Requests that arrive within --max-wait-ms of each other run as one batch
+of up to --max-batch-size texts; past --max-queue waiting requests the server answers 429."""
+
+
+def add_parser(subparsers):
+    from .args import nonnegative_float, positive_int
+    p = subparsers.add_parser(
+        "serve", help="serve models over HTTP (JSON API, dynamic batching, a web page at /)",
+        description="Load each model and answer HTTP requests for it: embed, similar, classify, ner, qa, fill-mask, "
+                    "translate, generate (streamed) and attention, with a web page at / and the OpenAPI docs at "
+                    "/docs. Needs the [serve] extra: pip install 'bertlab[serve]'.",
+        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", action="append", required=True, metavar="NAME=DIR", type=model_spec,
+                   help="a model to serve under NAME (repeatable)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1: this machine only)")
+    p.add_argument("--port", type=positive_int, default=8000, help="port (8000)")
+    p.add_argument("--max-batch-size", type=positive_int, default=32,
+                   help="texts run together in one forward pass (32; 1 serves one request at a time)")
+    p.add_argument("--max-wait-ms", type=nonnegative_float, default=5.0,
+                   help="how long the first request of a batch waits for company (5 ms)")
+    p.add_argument("--max-queue", type=positive_int, default=256,
+                   help="requests waiting per model before new ones get 429 (256)")
+    p.add_argument("--max-chars", type=positive_int, default=10_000, help="characters per text (10000; past it: 413)")
+    p.add_argument("--max-texts", type=positive_int, default=64, help="texts per request (64; past it: 413)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=256,
+                   help="the most tokens one generate request may ask for (256; past it: 413)")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda or mps")
+    p.add_argument("--no-access-log", action="store_true", help="do not log a line per request (saves CPU under load)")
+    p.set_defaults(run=run)
+
+
+def model_spec(text: str) -> tuple[str, str]:
+    name, sep, folder = text.partition("=")
+    if not sep or not name.strip() or not folder.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=DIR, e.g. minilm=minilm or tagger=runs/ner/model")
+    return name.strip(), folder.strip()
+
+
+def run(args):
+    try:
+        from ..serve import Limits, serve
+    except ImportError as e:
+        raise ValueError(f"bertlab serve needs the [serve] extra (pip install 'bertlab[serve]'): {e}") from None
+    from ..interop.pretrained import resolve
+    models = dict(args.model)
+    if len(models) < len(args.model):
+        raise ValueError("--model: a NAME is given twice; each model needs its own name")
+    for name, folder in models.items():
+        try:
+            resolve(folder)  # a missing folder is an error now, not a model that never gets ready
+        except FileNotFoundError as e:
+            raise ValueError(f"--model {name}={folder}: {e}") from None
+    serve(models, args.host, args.port, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms,
+          max_queue=args.max_queue, device=args.device, access_log=not args.no_access_log,
+          limits=Limits(args.max_chars, args.max_texts, args.max_new_tokens))
+    return 0

@@ -1,0 +1,19 @@
+"""`bertlab serve`: models over HTTP (FastAPI + uvicorn) with dynamic batching and a web page.
+
+    from bertlab.serve import create_app
+    app = create_app({"minilm": "minilm", "tagger": "runs/ner/model"})
+    # uvicorn.run(app, host="127.0.0.1", port=8000)
+
+Needs the [serve] extra (fastapi, uvicorn)."""
+from .app import Limits, create_app
+
+__all__ = ["Limits", "create_app"]
+
+
+def serve(models: dict, host: str = "127.0.0.1", port: int = 8000, graceful_seconds: float = 30.0,
+          access_log: bool = True, **app_options):
+    """Run the app with uvicorn until SIGINT/SIGTERM; on either, uvicorn stops accepting connections and
+    finishes the requests in flight (at most `graceful_seconds`), then the batchers drain their queues."""
+    import uvicorn
+    uvicorn.run(create_app(models, **app_options), host=host, port=port, log_level="info",
+                timeout_graceful_shutdown=graceful_seconds, access_log=access_log)
