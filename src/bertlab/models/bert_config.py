@@ -21,6 +21,10 @@ class BertConfig(JsonConfig):
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12  # google-research/bert hard-codes 1e-12; HF stores it
     pad_token_id: int = 0
+    # HF's name: "absolute" (BERT), "relative_key" / "relative_key_query" (Shaw-style learned
+    # distances), "nezha" (NEZHA's fixed sinusoids of distances clipped at max_relative_position)
+    position_embedding_type: str = "absolute"
+    max_relative_position: int = 64  # NEZHA's config name; "nezha" only
 
     def __post_init__(self):
         # a config.json with a zero, negative or fractional size would otherwise fail deep inside torch
@@ -32,6 +36,10 @@ class BertConfig(JsonConfig):
             "attention_probs_dropout_prob": validate.fraction, "initializer_range": validate.nonnegative_float,
             "layer_norm_eps": validate.positive_float})
         validate.nonnegative_int("pad_token_id", self.pad_token_id, optional=True)
+        validate.positive_int("max_relative_position", self.max_relative_position)
+        kinds = ("absolute", "relative_key", "relative_key_query", "nezha")
+        if self.position_embedding_type not in kinds:
+            raise ValueError(f"position_embedding_type {self.position_embedding_type!r}: choose one of {kinds}")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of "
                              f"num_attention_heads {self.num_attention_heads}")
@@ -44,8 +52,12 @@ class BertConfig(JsonConfig):
 
     def to_dict(self, hf: bool = True) -> dict:
         d = dataclasses.asdict(self)
+        if self.position_embedding_type != "nezha":
+            d.pop("max_relative_position")
         if hf:
-            d.update(model_type="bert", architectures=["BertModel"], position_embedding_type="absolute")
+            d.update(model_type="bert", architectures=["BertModel"])
         else:  # google-research/bert's bert_config.json has no eps or pad id
             d.pop("layer_norm_eps"), d.pop("pad_token_id")
+            if self.position_embedding_type == "absolute":
+                d.pop("position_embedding_type")
         return d
