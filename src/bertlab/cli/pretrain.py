@@ -9,6 +9,7 @@ EXAMPLE = """examples:
   bertlab pretrain --data shards128 --data-512 shards512 --phase2-fraction 0.1 --out runs/two-phase
   torchrun --nproc_per_node 2 -m bertlab pretrain --data shards128 --out runs/ddp   # data parallel
   bertlab pretrain --data shards128 --out runs/small --resume      # continue exactly where it stopped
+  bertlab pretrain --data shards64 --out runs/nezha --preset tiny --position-embedding-type nezha
 
 OUT gets checkpoint.pt (for --resume), metrics.jsonl, curves.png, summary.json and model/ (HF
 format: config.json with architectures BertForPreTraining, model.safetensors, vocab.txt,
@@ -41,6 +42,10 @@ def add_parser(subparsers):
                         "the vocabulary size comes from the data")
     m.add_argument("--config", metavar="FILE", help="a BERT config.json / bert_config.json")
     m.add_argument("--init-from", metavar="MODEL_DIR", help="continue pretraining an HF-format BERT folder")
+    g.add_argument("--position-embedding-type", choices=["absolute", "relative_key", "relative_key_query", "nezha"],
+                   help="positions: absolute (BERT's learned table), relative_key / relative_key_query (learned "
+                        "distances in attention, HF's), nezha (fixed sinusoids of clipped distances, any length); "
+                        "default: the preset's absolute or the --config's")
     g = p.add_argument_group("optimisation")
     g.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw",
                    help="adamw (BERT's: weight decay 0.01 except LayerNorm/bias, eps 1e-6; default) or lamb")
@@ -64,7 +69,7 @@ def run(args):
     from ..training.distributed import is_main_process
     summary = pretrain_job(
         args.data, args.out, preset=args.preset, config=args.config, init_from=args.init_from, resume=args.resume,
-        overwrite=args.overwrite, data_512=args.data_512, phase2_fraction=args.phase2_fraction,
+        overwrite=args.overwrite, position_embedding_type=args.position_embedding_type, data_512=args.data_512, phase2_fraction=args.phase2_fraction,
         eval_data=args.eval_data, batch_size=args.batch_size, phase2_batch_size=args.phase2_batch_size,
         grad_accum=args.grad_accum, optimizer=args.optimizer, lr=args.lr,
         warmup=args.warmup if args.warmup is not None else max(1, round(0.01 * args.max_steps)),

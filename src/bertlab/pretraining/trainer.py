@@ -94,9 +94,10 @@ def open_data(folder, config: BertConfig, what: str) -> PretrainingData:
     if meta["vocab_size"] != config.vocab_size:
         raise ValueError(f"{what} {folder}: its instances use a {meta['vocab_size']}-token vocabulary but the "
                          f"model has vocab_size={config.vocab_size}; train with the vocabulary the data was made with")
-    if meta["max_seq_length"] > config.max_position_embeddings:
+    if meta["max_seq_length"] > config.max_position_embeddings and config.position_embedding_type != "nezha":
         raise ValueError(f"{what} {folder}: instances of {meta['max_seq_length']} tokens exceed the model's "
-                         f"max_position_embeddings={config.max_position_embeddings}")
+                         f"max_position_embeddings={config.max_position_embeddings} (position_embedding_type "
+                         f"{config.position_embedding_type}; nezha has no such limit)")
     return data
 
 
