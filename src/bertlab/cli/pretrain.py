@@ -46,6 +46,9 @@ def add_parser(subparsers):
                    help="positions: absolute (BERT's learned table), relative_key / relative_key_query (learned "
                         "distances in attention, HF's), nezha (fixed sinusoids of clipped distances, any length); "
                         "default: the preset's absolute or the --config's")
+    g.add_argument("--span-boundary", action="store_true",
+                   help="add SpanBERT's span-boundary objective: each masked piece predicted again from its span's "
+                        "two boundary outputs and its position in the span (data made with --masking span)")
     g = p.add_argument_group("optimisation")
     g.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw",
                    help="adamw (BERT's: weight decay 0.01 except LayerNorm/bias, eps 1e-6; default) or lamb")
@@ -69,7 +72,8 @@ def run(args):
     from ..training.distributed import is_main_process
     summary = pretrain_job(
         args.data, args.out, preset=args.preset, config=args.config, init_from=args.init_from, resume=args.resume,
-        overwrite=args.overwrite, position_embedding_type=args.position_embedding_type, data_512=args.data_512, phase2_fraction=args.phase2_fraction,
+        overwrite=args.overwrite, position_embedding_type=args.position_embedding_type,
+        span_boundary=args.span_boundary, data_512=args.data_512, phase2_fraction=args.phase2_fraction,
         eval_data=args.eval_data, batch_size=args.batch_size, phase2_batch_size=args.phase2_batch_size,
         grad_accum=args.grad_accum, optimizer=args.optimizer, lr=args.lr,
         warmup=args.warmup if args.warmup is not None else max(1, round(0.01 * args.max_steps)),

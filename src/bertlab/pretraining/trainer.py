@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import validate
 from ..models import BertConfig, BertForPreTraining
+from ..models.span_boundary import BertForSpanBoundaryPreTraining
 from ..training.engine import Objective, fit
 from ..training.optim import make_adamw, param_groups
 from ..training.settings import RunSettings, optional
@@ -50,6 +51,7 @@ class PretrainSettings(RunSettings):
     eval_instances: int | None = None  # held-out instances evaluated (default all)
     init_from: str | None = None       # HF-format BERT folder whose weights start the run
     optimizer: str = "adamw"
+    span_boundary: bool = False        # SpanBERT's span-boundary objective (data made with --masking span)
     warmup: int = 100
     save_every: int = 500
 
@@ -158,9 +160,16 @@ class MaskedLMPretraining(Objective):
             self.baseline = most_frequent_token_baseline(self.phases[0].data, self.eval_data, s.eval_instances)
         self.find_unused_parameters = not all(p.nsp for p in self.phases)  # MLM only: the NSP head gets no gradient
         self.current, self.parts, self.tokens = self.phases[0], [], 0
-        model = BertForPreTraining(s.model).to(run.device)
+        if s.span_boundary:
+            for phase in self.phases:
+                if not phase.data.span_boundaries:
+                    raise ValueError(f"{phase.data.folder}: holds no span boundaries; the span-boundary objective "
+                                     "needs data made by create-pretraining-data --masking span (or ernie)")
+            model = BertForSpanBoundaryPreTraining(s.model).to(run.device)
+        else:
+            model = BertForPreTraining(s.model).to(run.device)
         if s.init_from:
-            self._init_from(model, s.init_from)
+            self._init_from(model.pretraining if s.span_boundary else model, s.init_from)
         return model
 
     def _phases(self) -> list[Phase]:
@@ -196,7 +205,7 @@ class MaskedLMPretraining(Objective):
         return batch
 
     def loss(self, model, batch):
-        loss, parts = pretraining_loss(model, batch, self.current.nsp)
+        loss, parts = pretraining_loss(model, batch, self.current.nsp, span_boundary=self.s.span_boundary)
         self.parts.append(parts)
         return loss
 
@@ -204,6 +213,8 @@ class MaskedLMPretraining(Objective):
         """The step's MLM (and NSP) loss, averaged over its micro-batches, and its real tokens."""
         k, parts = len(self.parts), self.parts
         values = {"mlm_loss": float(sum(p["mlm_loss"] for p in parts) / k)}
+        if self.s.span_boundary:
+            values["sbo_loss"] = float(sum(p["sbo_loss"] for p in parts) / k)
         if self.current.nsp:
             values["nsp_loss"] = float(sum(p["nsp_loss"] for p in parts) / k)
         tokens, self.parts, self.tokens = self.tokens, [], 0
@@ -238,7 +249,10 @@ class MaskedLMPretraining(Objective):
             phase.order.load_state_dict(order)
 
     def identity(self):
-        return {"optimizer": self.s.optimizer, "phases": len(self.phases)}
+        identity = {"optimizer": self.s.optimizer, "phases": len(self.phases)}
+        if self.s.span_boundary:  # a run with another head cannot resume this one
+            identity["span_boundary"] = True
+        return identity
 
     def summary(self, summary):
         """The engine's token count named for what it counts: real (unpadded) tokens, every process's."""
@@ -251,6 +265,7 @@ class MaskedLMPretraining(Objective):
     def export(self, run, model, summary):
         """OUT/model in HF format, with the tokenizer the data was made with."""
         from ..interop.hf_bert import save_pretrained
+        model = model.pretraining if self.s.span_boundary else model  # the SBO head serves pretraining only
         save_pretrained(model, os.path.join(self.s.out, "model"), _tokenizer(self.phases[0].data))
 
     def curves(self, records, out, title):
