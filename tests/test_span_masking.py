@@ -190,3 +190,29 @@ def test_span_boundary_objective_reads_the_boundaries():
     moved = dict(batch, masked_lm_boundaries=torch.tensor([[[1, 6], [1, 6], [0, 0]], [[4, 8], [0, 0], [0, 0]]]))
     _, moved_parts = pretraining_loss(model, moved, nsp=False, span_boundary=True)
     assert abs(moved_parts["sbo_loss"] - parts["sbo_loss"]) > 1e-4
+
+
+def test_pretrain_with_span_boundary_trains_and_exports_plain_bert(tmp_path, bert_vocab_path):
+    from bertlab.interop.load import load_model
+    from bertlab.pretraining.job import pretrain_job
+    data, text = tmp_path / "data", tmp_path / "few.txt"
+    with open(SUMMARIES, encoding="utf-8") as f:
+        text.write_text("\n".join(f.read().splitlines()[:300]) + "\n", encoding="utf-8")
+    assert main(["create-pretraining-data", str(text), "--vocab", bert_vocab_path, "-o", str(data), "--masking", "span",
+                 "--mode", "full-sentences", "--max-seq-length", "32", "--max-predictions-per-seq", "6",
+                 "--dupe-factor", "1", "--workers", "1", "--quiet"]) == 0
+    config = tmp_path / "config.json"
+    BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+               max_position_embeddings=32).to_json_file(config)
+    common = dict(config=str(config), batch_size=4, max_steps=3, warmup=1, eval_every=3, save_every=3,
+                  device="cpu", progress=False)
+    summary = pretrain_job(str(data), str(tmp_path / "run"), span_boundary=True, eval_data=str(data),
+                           eval_instances=8, **common)
+    assert summary["steps"] == 3 and summary["last_train"]["sbo_loss"] > 0 and summary["held_out"]["mlm_accuracy"] >= 0
+    loaded = load_model(str(tmp_path / "run" / "model"))  # strict: no SBO tensors left over
+    assert type(loaded.model).__name__ == "BertForPreTraining"
+    plain = tmp_path / "plain"
+    assert main(["create-pretraining-data", str(text), "--vocab", bert_vocab_path, "-o", str(plain),
+                 "--max-seq-length", "32", "--dupe-factor", "1", "--workers", "1", "--quiet"]) == 0
+    with pytest.raises(ValueError, match="holds no span boundaries"):
+        pretrain_job(str(plain), str(tmp_path / "run2"), span_boundary=True, **common)
