@@ -75,14 +75,29 @@ def test_hf_model_loads_with_equal_logits(kind, tmp_path):
     assert_same_logits(model, tmp_path, torch.load(tmp_path / "inputs.pt"))
 
 
-@pytest.mark.parametrize("kind", ["relative_key", "relative_key_query", "nezha"])
-def test_our_model_gives_hf_equal_logits(kind, tmp_path):
+def save_random_model(kind, folder):
     torch.manual_seed(0)
     model = BertForPreTraining(BertConfig(position_embedding_type=kind, max_relative_position=5, **SIZES))
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0, 0.5)
-    save_pretrained(model, str(tmp_path), tiny_tokenizer())
+    save_pretrained(model, str(folder), tiny_tokenizer())
+    return model
+
+
+@pytest.mark.parametrize("kind", ["relative_key", "relative_key_query", "nezha"])
+def test_golden_hf_logits(kind):
+    """Folders and logits transformers 4.57.3 made (data/hf_relative_positions/make_golden.py): no
+    transformers 4.x needed to check them."""
+    folder = os.path.join(os.path.dirname(HERE), "data", "hf_relative_positions", kind)
+    model, _, _ = load_pretrained(folder, BertForPreTraining)
+    assert model.config.position_embedding_type == kind
+    assert_same_logits(model, folder, torch.load(os.path.join(folder, "inputs.pt")))
+
+
+@pytest.mark.parametrize("kind", ["relative_key", "relative_key_query", "nezha"])
+def test_our_model_gives_hf_equal_logits(kind, tmp_path):
+    model = save_random_model(kind, tmp_path)
     inputs = write_inputs(tmp_path)
     hf("nezha" if kind == "nezha" else "run", str(tmp_path))  # NEZHA: HF's NezhaForPreTraining
     assert_same_logits(model, tmp_path, inputs)
