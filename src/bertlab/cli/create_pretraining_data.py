@@ -57,6 +57,11 @@ def add_parser(subparsers):
                               "continue a word (what HF's run_chinese_ref.py writes)")
     chinese.add_argument("--jieba", action="store_true",
                          help="whole-word masking for Chinese by jieba's word segmentation")
+    p.add_argument("--masking", choices=("token", "span", "ernie"), default="token",
+                   help="token: pieces, or words with --do-whole-word-mask (BERT; the default); span: SpanBERT's "
+                        "spans of whole words, lengths geometric (p 0.2, at most 10 words), 80/10/10 per span, "
+                        "boundaries stored for `pretrain --span-boundary`; ernie: ERNIE's phrase/entity masking, "
+                        "each span one jieba word (Chinese phrases and names; an English word with its ## pieces)")
     p.add_argument("--dynamic-masking", action="store_true",
                    help="store unmasked instances; training draws a fresh mask every time (RoBERTa)")
     p.add_argument("--workers", type=positive_int, default=len(os.sched_getaffinity(0))
@@ -78,10 +83,11 @@ def run(args):
     from ..pretraining.recipes import data_settings
     mode, dynamic = data_settings(args.recipe, args.mode, args.dynamic_masking)
     tokenizer = load_vocab_tokenizer(args.vocab, args.do_lower_case)
-    chinese = "ref" if args.chinese_ref else "jieba" if args.jieba else None
+    chinese = "ref" if args.chinese_ref else "jieba" if args.jieba or args.masking == "ernie" else None
     options = InstanceOptions(args.max_seq_length, args.max_predictions_per_seq, args.masked_lm_prob,
                               args.short_seq_prob, args.dupe_factor or (1 if dynamic else 10),
-                              args.do_whole_word_mask or chinese is not None, mode, dynamic)
+                              args.do_whole_word_mask or chinese is not None, mode, dynamic,
+                              args.masking)
     counts = create_pretraining_data(args.files, args.out, tokenizer, options, seed=args.random_seed,
                                      workers=args.workers, chunk_docs=args.chunk_docs, shard_size=args.shard_size,
                                      encoding_errors=args.encoding_errors, chinese_ref=args.chinese_ref,

@@ -12,6 +12,7 @@ EXAMPLE = """examples:
   bertlab pretrain --data shards128 --out runs/small --resume      # continue exactly where it stopped
   bertlab pretrain --data albert_shards --out runs/albert --recipe albert   # ALBERT-base, SOP, LAMB
   bertlab pretrain --data albert_shards --out runs/albert --config albert_config.json   # any ALBERT size
+  bertlab pretrain --data shards64 --out runs/nezha --preset tiny --position-embedding-type nezha
 
 OUT gets checkpoint.pt (for --resume), metrics.jsonl, curves.png, summary.json and model/ (HF
 format: config.json with architectures BertForPreTraining (AlbertForPreTraining), model.safetensors, vocab.txt,
@@ -50,6 +51,13 @@ def add_parser(subparsers):
                    help="check the data was made with `create-pretraining-data --recipe` of the same name and "
                         "set the recipe's training flags: albert = --preset albert-base (unless a model is given) "
                         "--optimizer lamb; roberta and bert set none (docs/albert.md)")
+    g.add_argument("--position-embedding-type", choices=["absolute", "relative_key", "relative_key_query", "nezha"],
+                   help="positions: absolute (BERT's learned table), relative_key / relative_key_query (learned "
+                        "distances in attention, HF's), nezha (fixed sinusoids of clipped distances, any length); "
+                        "default: the preset's absolute or the --config's")
+    g.add_argument("--span-boundary", action="store_true",
+                   help="add SpanBERT's span-boundary objective: each masked piece predicted again from its span's "
+                        "two boundary outputs and its position in the span (data made with --masking span)")
     g = p.add_argument_group("optimisation")
     g.add_argument("--optimizer", choices=["adamw", "lamb"], default=None,
                    help="adamw (BERT's: weight decay 0.01 except LayerNorm/bias, eps 1e-6; default) or lamb")
@@ -75,7 +83,8 @@ def run(args):
                              model_given=bool(args.config or args.init_from))
     summary = pretrain_job(
         args.data, args.out, preset=chosen["preset"], config=args.config, init_from=args.init_from, resume=args.resume,
-        overwrite=args.overwrite, data_512=args.data_512, phase2_fraction=args.phase2_fraction,
+        overwrite=args.overwrite, position_embedding_type=args.position_embedding_type,
+        span_boundary=args.span_boundary, data_512=args.data_512, phase2_fraction=args.phase2_fraction,
         eval_data=args.eval_data, batch_size=args.batch_size, phase2_batch_size=args.phase2_batch_size,
         grad_accum=args.grad_accum, optimizer=chosen["optimizer"], lr=args.lr,
         warmup=args.warmup if args.warmup is not None else max(1, round(0.01 * args.max_steps)),

@@ -7,17 +7,29 @@ from torch import nn
 
 from .fast_paths import PrepackableLinear, numpy_dropout, weight_stamp
 from .kv_cache import KVCache
+from .relative_positions import RelativeTerms, relative_scores
 
 
-def attention(query, key, value, mask=None, dropout_p=0.0):
+def attention(query, key, value, mask=None, dropout_p=0.0, relative: RelativeTerms | None = None):
     """The notes' formula, softmax(Q K^T / sqrt(d_k) + M) V over (..., len, d_k) tensors, and the
-    probabilities (before dropout). M is 0 where `mask` is True (allowed), very negative elsewhere."""
+    probabilities (before dropout). M is 0 where `mask` is True (allowed), very negative elsewhere.
+
+    relative (core.relative_positions): Shaw et al.'s relative positions, q_i . a^K_ij / sqrt(d_k)
+    added to the scores and, where given, sum_j p_ij a^V_ij to the output (NEZHA)."""
+    scale = 1.0 / math.sqrt(query.size(-1))
     # scaling Q rather than the scores: len x d_k multiplications instead of len x len
-    scores = (query * (1.0 / math.sqrt(query.size(-1)))) @ key.transpose(-2, -1)
+    query = query * scale
+    scores = query @ key.transpose(-2, -1)
+    if relative is not None:
+        scores = scores + relative_scores(query, key, relative, scale)
     if mask is not None:
         scores = scores + additive_mask(mask, scores)
     weights = scores.softmax(dim=-1)
-    return numpy_dropout(weights, dropout_p) @ value, weights
+    dropped = numpy_dropout(weights, dropout_p)
+    out = dropped @ value
+    if relative is not None and relative.value is not None:
+        out = out + torch.einsum("bhqk,qkd->bhqd", dropped, relative.value.to(dropped.dtype))
+    return out, weights
 
 
 def additive_mask(mask, scores):
@@ -28,7 +40,8 @@ def additive_mask(mask, scores):
     return torch.where(mask, scores.new_zeros(()), torch.finfo(scores.dtype).min)
 
 
-def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0, need_weights=False):
+def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0, need_weights=False,
+                                 relative: RelativeTerms | None = None):
     """`attention`, through PyTorch's fused kernel where that is faster: (output, probabilities or None).
 
     Without dropout, and on GPUs also with it, the fused kernel is the fast path (on an H100 the
@@ -37,10 +50,11 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0, ne
     PyTorch's own fallback (which scales Q and K apart and guards every row against being fully
     masked): 15-20% less time for attention forward + backward at BERT sizes, measured.
     `need_weights=True` also returns the probabilities (batch, heads, query_len, key_len).
+    Relative positions (`relative`) take the plain formula: the fused kernel has no place for them.
     """
-    if not need_weights and (not dropout_p or query.device.type != "cpu"):
+    if relative is None and not need_weights and (not dropout_p or query.device.type != "cpu"):
         return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p), None
-    out, weights = attention(query, key, value, mask, dropout_p)
+    out, weights = attention(query, key, value, mask, dropout_p, relative)
     return out, weights if need_weights else None
 
 
@@ -50,7 +64,9 @@ class MultiHeadAttention(nn.Module):
     Parameter names (query/key/value/output) follow the BERT checkpoint so loading is a name table.
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 relative_positions: nn.Module | None = None):
+        """relative_positions (core.relative_positions): self-attention with relative positions."""
         super().__init__()
         if d_model % num_heads:
             raise ValueError(f"d_model {d_model} is not divisible by num_heads {num_heads}")
@@ -59,6 +75,7 @@ class MultiHeadAttention(nn.Module):
         self.key = PrepackableLinear(d_model, d_model, bias=bias)
         self.value = PrepackableLinear(d_model, d_model, bias=bias)
         self.output = PrepackableLinear(d_model, d_model, bias=bias)
+        self.relative_positions = relative_positions
 
     def split_heads(self, x):  # (batch, len, d_model) -> (batch, heads, len, d_head)
         return x.view(x.size(0), x.size(1), self.num_heads, self.d_head).transpose(1, 2)
@@ -109,7 +126,12 @@ class MultiHeadAttention(nn.Module):
         only the real tokens of a padded batch, (tokens, d_model); the output is packed like x."""
         if packing is not None and cache is not None:
             raise ValueError("packed inputs are for whole sequences; a key/value cache is for decoding")
-        if memory is None and packing is not None and packing.buckets and not need_weights:
+        if self.relative_positions is not None and (memory is not None or cache is not None):
+            raise ValueError("relative positions are for self-attention over whole sequences: the queries' "
+                             "positions must be 0..len-1 of the keys'")
+        # the bucketed path lays rows out anew: relative models keep the one padded layout
+        if memory is None and packing is not None and packing.buckets and not need_weights \
+                and self.relative_positions is None:
             return self.output(self.bucketed_self_attention(x, packing)), None
         if memory is None:  # self-attention: one matmul for Q, K, V, then the cache appends K, V
             q, k, v = self.fused_qkv(x, packing)
@@ -127,7 +149,8 @@ class MultiHeadAttention(nn.Module):
                 if cache is not None:
                     cache.memory[layer] = k, v
         p = self.dropout if self.training else 0.0
-        out, weights = scaled_dot_product_attention(q, k, v, mask, p, need_weights)
+        relative = None if self.relative_positions is None else self.relative_positions(q.size(2), k.size(2))
+        out, weights = scaled_dot_product_attention(q, k, v, mask, p, need_weights, relative)
         out = out.transpose(1, 2).reshape(q.size(0), q.size(2), -1)
         if packing is not None and memory is None:
             out = packing.pack(out)

@@ -28,10 +28,12 @@ class EncoderBlock(nn.Module):
     """Self-attention over the whole sequence, then the position-wise feed-forward network."""
 
     def __init__(self, d_model, num_heads, d_ff, dropout=0.1, attention_dropout=None, act="gelu",
-                 norm_first=False, eps=1e-12):
+                 norm_first=False, eps=1e-12, relative_positions=None):
+        """relative_positions: the self-attention's (core.relative_positions), if any."""
         super().__init__()
         attention_dropout = dropout if attention_dropout is None else attention_dropout
-        self.attention = MultiHeadAttention(d_model, num_heads, attention_dropout)
+        self.attention = MultiHeadAttention(d_model, num_heads, attention_dropout,
+                                            relative_positions=relative_positions)
         self.attention_sublayer = SublayerConnection(d_model, dropout, norm_first, eps)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, act)
         self.feed_forward_sublayer = SublayerConnection(d_model, dropout, norm_first, eps)

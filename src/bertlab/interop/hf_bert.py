@@ -27,6 +27,8 @@ NAME_TABLE = [
     ("mlm.bias", "cls.predictions.bias"),
     ("mlm.embedding_table", "cls.predictions.decoder.weight"),
     ("nsp.linear.", "cls.seq_relationship."),
+    # relative positions (HF's relative_key / relative_key_query): last, as HF's prefix is shorter
+    ("layers.{i}.attention.relative_positions.", "encoder.layer.{i}.attention.self."),
 ]
 # Tensors tied to another one: HF re-ties them on load, safetensors refuses to store them twice.
 TIED = {"mlm.embedding_table": "bert.embeddings.word_embeddings.weight"}

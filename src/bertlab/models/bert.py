@@ -6,20 +6,26 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..core import EncoderBlock, activation, padding_mask
+from ..core import EncoderBlock, activation, make_relative_positions, padding_mask
 from ..core.fast_paths import NumpyDropout, Packing
 from .bert_config import BertConfig
 
 
 class BertEmbeddings(nn.Module):
     """token + learned position + segment embeddings, summed, then LayerNorm and dropout; E wide
-    (config.embedding_size, the factorised embedding of ALBERT and ELECTRA) or else H wide."""
+    (config.embedding_size, the factorised embedding of ALBERT and ELECTRA) or else H wide.
+
+    With relative positions (config.position_embedding_type) attention carries the positions and
+    no absolute position is added; relative_key(_query) keep the unused table as HF does (its
+    checkpoints hold it), NEZHA has none, so its sequences may be of any length."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
         width = config.embedding_size or config.hidden_size
+        self.absolute = config.position_embedding_type == "absolute"
         self.word_embeddings = nn.Embedding(config.vocab_size, width, padding_idx=config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, width)
+        if config.position_embedding_type != "nezha":
+            self.position_embeddings = nn.Embedding(config.max_position_embeddings, width)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width)
         self.norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = NumpyDropout(config.hidden_dropout_prob)
@@ -28,10 +34,13 @@ class BertEmbeddings(nn.Module):
         """E_token + E_position + E_segment: the same as one-hot [token | position | segment] times
         the three tables stacked into one matrix."""
         length = input_ids.size(1)
-        if length > self.position_embeddings.num_embeddings:
-            raise ValueError(f"sequence of {length} tokens exceeds max_position_embeddings "
-                             f"{self.position_embeddings.num_embeddings}")
-        x = self.word_embeddings(input_ids) + self.position_embeddings.weight[:length]
+        x = self.word_embeddings(input_ids)
+        if self.absolute:
+            if length > self.position_embeddings.num_embeddings:
+                raise ValueError(f"sequence of {length} tokens exceeds max_position_embeddings "
+                                 f"{self.position_embeddings.num_embeddings} (absolute positions know no more; "
+                                 "a model with position_embedding_type nezha runs on any length)")
+            x = x + self.position_embeddings.weight[:length]
         if token_type_ids is None:
             return x + self.token_type_embeddings.weight[0]
         return x + self.token_type_embeddings(token_type_ids)
@@ -75,10 +84,14 @@ class BertModel(nn.Module):
             # factorised embedding: V x E tables + an E x H projection instead of V x H (ALBERT, sec. 3.1)
             self.embedding_projection = nn.Linear(config.embedding_size, config.hidden_size)
         # one block per group of shared layers (config.num_hidden_groups), else one per layer
+        d_head = config.hidden_size // config.num_attention_heads
         self.layers = nn.ModuleList(
             EncoderBlock(config.hidden_size, config.num_attention_heads, config.intermediate_size,
                          dropout=config.hidden_dropout_prob, attention_dropout=config.attention_probs_dropout_prob,
-                         act=config.hidden_act, norm_first=False, eps=config.layer_norm_eps)
+                         act=config.hidden_act, norm_first=False, eps=config.layer_norm_eps,
+                         relative_positions=make_relative_positions(
+                             config.position_embedding_type, d_head, config.max_position_embeddings,
+                             config.max_relative_position))
             for _ in range(config.num_hidden_groups or config.num_hidden_layers))
         self.pooler = Pooler(config)
         if init_weights:
@@ -116,6 +129,10 @@ class BertModel(nn.Module):
         [CLS]: what the pretraining and sentence heads read. As forward() with the padding packed
         away, and the last layer computes only the n positions and [CLS] (its keys and values still
         see every token): the same outputs for less work."""
+        if self.config.position_embedding_type != "absolute":  # queries need positions 0..len-1: whole layer
+            out = self.forward(input_ids, token_type_ids, attention_mask)
+            index = positions[..., None].expand(-1, -1, out.sequence_output.size(-1))
+            return BertOutput(out.sequence_output.gather(1, index), out.pooled_output)
         mask, packing = self.padding(attention_mask, buckets=True)
         x = self.embed(input_ids, token_type_ids, packing)
         rows = torch.cat([positions.new_zeros(len(positions), 1), positions], 1)  # [CLS] first, for the pooler

@@ -27,6 +27,10 @@ class BertConfig(JsonConfig):
     # set of weights run by all its layers (1: one layer's weights run num_hidden_layers times);
     # None means no sharing, every layer its own weights (BERT).
     num_hidden_groups: int | None = None
+    # HF's name: "absolute" (BERT), "relative_key" / "relative_key_query" (Shaw-style learned
+    # distances), "nezha" (NEZHA's fixed sinusoids of distances clipped at max_relative_position)
+    position_embedding_type: str = "absolute"
+    max_relative_position: int = 64  # NEZHA's config name; "nezha" only
 
     def __post_init__(self):
         # a config.json with a zero, negative or fractional size would otherwise fail deep inside torch
@@ -44,6 +48,10 @@ class BertConfig(JsonConfig):
         if self.embedding_size is not None and self.embedding_size > self.hidden_size:
             raise ValueError(f"embedding_size {self.embedding_size} is larger than hidden_size {self.hidden_size}: "
                              "a factorised embedding projects a smaller E up to H")
+        validate.positive_int("max_relative_position", self.max_relative_position)
+        kinds = ("absolute", "relative_key", "relative_key_query", "nezha")
+        if self.position_embedding_type not in kinds:
+            raise ValueError(f"position_embedding_type {self.position_embedding_type!r}: choose one of {kinds}")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of "
                              f"num_attention_heads {self.num_attention_heads}")
@@ -59,8 +67,12 @@ class BertConfig(JsonConfig):
         for name in ("embedding_size", "num_hidden_groups"):  # BERT's config.json stays BERT's
             if d[name] is None:
                 d.pop(name)
+        if self.position_embedding_type != "nezha":
+            d.pop("max_relative_position")
         if hf:
-            d.update(model_type="bert", architectures=["BertModel"], position_embedding_type="absolute")
+            d.update(model_type="bert", architectures=["BertModel"])
         else:  # google-research/bert's bert_config.json has no eps or pad id
             d.pop("layer_norm_eps"), d.pop("pad_token_id")
+            if self.position_embedding_type == "absolute":
+                d.pop("position_embedding_type")
         return d

@@ -57,7 +57,8 @@ def create_pretraining_data(files, folder, tokenizer: BertTokenizer, options: In
                                 enabled=progress_bar)
     documents = read_documents(files, encoding_errors, chinese_ref, counts, progress.write)
     writer = ShardWriter(folder, "shard", options.max_seq_length, options.max_predictions_per_seq,
-                         len(tokenizer.vocab), options.dynamic_masking, shard_size)
+                         len(tokenizer.vocab), options.dynamic_masking, shard_size,
+                         span_boundaries=options.masking != "token")
     state = (tokenizer, options, seed, chinese_words)
     try:
         for arrays, chunk_counts in _map_chunks(_chunks(documents, chunk_docs), workers, state):
@@ -75,12 +76,13 @@ def create_pretraining_data(files, folder, tokenizer: BertTokenizer, options: In
     stats = {k: v for k, v in sorted(counts.items()) if k != "bytes_read"}
     settings = {"mode": options.mode, "masked_lm_prob": options.masked_lm_prob,
                 "short_seq_prob": options.short_seq_prob, "dupe_factor": options.dupe_factor,
-                "random_seed": seed, "do_whole_word_mask": options.do_whole_word_mask,
+                "random_seed": seed, "do_whole_word_mask": options.do_whole_word_mask, "masking": options.masking,
                 "chinese_words": chinese_words, "do_lower_case": tokenizer.do_lower_case, "chunk_docs": chunk_docs,
                 "files": [os.path.abspath(f) for f in files], "stats": stats}
     write_meta(folder, shards, max_seq_length=options.max_seq_length,
                max_predictions_per_seq=options.max_predictions_per_seq, vocab_size=len(tokenizer.vocab),
-               dynamic_masking=options.dynamic_masking, nsp=options.mode in PAIR_MODES, settings=settings)
+               dynamic_masking=options.dynamic_masking, nsp=options.mode in PAIR_MODES, settings=settings,
+               span_boundaries=options.masking != "token")
     return counts
 
 
@@ -112,7 +114,8 @@ def report(counts: Counter, folder, mode: str = "nsp") -> str:
     lines = [f"wrote {c['instances']} instances ({c['tokens']} tokens) to {folder}",
              f"  documents {c['documents']} (empty, skipped: {c['empty_documents']}), sentences {c['sentences']}, "
              f"lines {c['lines']}",
-             f"  {pairs}, masked LM predictions {c['masked_lm_predictions']}",
+             f"  {pairs}, masked LM predictions {c['masked_lm_predictions']}"
+             + (f" in {c['masked_spans']} spans" if c["masked_spans"] else ""),
              f"  sentences longer than an instance {c['long_sentences']}, instances trimmed {c['truncated_instances']}"]
     if c["encoding_replacements"]:
         lines.append(f"  non-UTF-8 byte sequences replaced by U+FFFD: {c['encoding_replacements']}")

@@ -36,6 +36,7 @@ import numpy as np
 from ..validate import check_fields, check_number, fraction, positive_int
 from .masking import create_masked_lm_predictions, jieba_continues, ref_continues
 from .shards import id_dtype
+from .span_masking import MASKINGS, create_span_masked_lm_predictions
 from ..tokenization import CLS, MASK, SEP
 
 MODES = ("nsp", "sop", "full-sentences")
@@ -53,10 +54,16 @@ class InstanceOptions:
     do_whole_word_mask: bool = False
     mode: str = "nsp"
     dynamic_masking: bool = False
+    masking: str = "token"  # "span" (SpanBERT) or "ernie" (a segmenter's words) mask whole-word spans
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
+        if self.masking not in MASKINGS:
+            raise ValueError(f"masking must be one of {MASKINGS}, not {self.masking!r}")
+        if self.masking != "token" and self.dynamic_masking:
+            raise ValueError(f"masking {self.masking!r} needs static masking: the spans and their boundaries "
+                             "are drawn at data-creation time")
         check_fields(self, {"max_seq_length": positive_int, "max_predictions_per_seq": positive_int,
                             "masked_lm_prob": probability, "short_seq_prob": fraction, "dupe_factor": positive_int})
         smallest = 5 if self.mode in PAIR_MODES else 3  # room for [CLS] A [SEP] B [SEP] with A, B >= 1
@@ -64,6 +71,11 @@ class InstanceOptions:
             raise ValueError(f"max_seq_length {self.max_seq_length}: must be between {smallest} and 32767")
         if not self.max_predictions_per_seq <= 255:  # the shards store the count as uint8
             raise ValueError(f"max_predictions_per_seq {self.max_predictions_per_seq}: must be between 1 and 255")
+
+    @property
+    def words(self) -> bool:
+        """Whether word boundaries are needed: whole-word masking, or spans of whole words."""
+        return self.do_whole_word_mask or self.masking != "token"
 
 
 def probability(name, value):
@@ -78,6 +90,7 @@ class TrainingInstance(NamedTuple):
     is_random_next: bool
     masked_lm_positions: list
     masked_lm_labels: list
+    masked_lm_boundaries: list | None = None  # span masking: (left, right) of each prediction's span
 
 
 # -- reading the corpus ---------------------------------------------------------------------------
@@ -216,7 +229,7 @@ def tokenize_documents(raw_documents, tokenizer, options: InstanceOptions, vocab
             if not ids:
                 continue
             continues = None
-            if options.do_whole_word_mask:
+            if options.words:
                 continues = bytearray(vocabulary.is_subword[t] for t in ids)
                 if sentence.ref is not None:
                     words = ref_continues(sentence.ref, len(ids), sentence.where)
@@ -390,13 +403,20 @@ class _Maker:
 
     def _packed(self, ids: array, continues: bytearray) -> TrainingInstance:
         tokens = array("i", [self.v.cls_id]) + ids + array("i", [self.v.sep_id])
-        wwm = self.o.do_whole_word_mask
+        wwm = self.o.words
         return self._masked(tokens, len(tokens), False, b"\0" + continues + b"\0" if wwm else None)
 
     def _masked(self, tokens: array, len_a: int, is_random_next: bool, continues) -> TrainingInstance:
         self.counts["tokens"] += len(tokens)
         if self.o.dynamic_masking:
             return TrainingInstance(tokens, len_a, is_random_next, [], [])
+        if self.o.masking != "token":
+            output, positions, labels, boundaries = create_span_masked_lm_predictions(
+                tokens, self.o.masked_lm_prob, self.o.max_predictions_per_seq, self.v.size, self.rng,
+                never_mask=self.never_mask, mask_id=self.v.mask_id, continues=continues, masking=self.o.masking)
+            self.counts["masked_lm_predictions"] += len(positions)
+            self.counts["masked_spans"] += len(set(boundaries))
+            return TrainingInstance(array("i", output), len_a, is_random_next, positions, labels, boundaries)
         output, positions, labels = create_masked_lm_predictions(
             tokens, self.o.masked_lm_prob, self.o.max_predictions_per_seq, self.v.size, self.rng,
             never_mask=self.never_mask, mask_id=self.v.mask_id, continues=continues)
@@ -424,6 +444,8 @@ def instances_to_arrays(instances: list[TrainingInstance], options: InstanceOpti
            "len_a": np.zeros(n, np.int16), "next_sentence_labels": np.zeros(n, np.uint8),
            "masked_lm_positions": np.zeros((n, P), np.int16), "masked_lm_ids": np.zeros((n, P), ids),
            "masked_lm_counts": np.zeros(n, np.uint8)}
+    if options.masking != "token":
+        out["masked_lm_boundaries"] = np.zeros((n, P, 2), np.int16)
     for i, inst in enumerate(instances):
         k, m = len(inst.tokens), len(inst.masked_lm_positions)
         out["input_ids"][i, :k] = inst.tokens
@@ -431,6 +453,8 @@ def instances_to_arrays(instances: list[TrainingInstance], options: InstanceOpti
         out["masked_lm_positions"][i, :m] = inst.masked_lm_positions
         out["masked_lm_ids"][i, :m] = inst.masked_lm_labels
         out["masked_lm_counts"][i] = m
+        if inst.masked_lm_boundaries:
+            out["masked_lm_boundaries"][i, :m] = inst.masked_lm_boundaries
     return out
 
 
@@ -440,7 +464,10 @@ def array_rows(arrays: dict):
         k, a, m = int(arrays["lengths"][i]), int(arrays["len_a"][i]), int(arrays["masked_lm_counts"][i])
         segment_ids = np.zeros(k, np.uint8)
         segment_ids[a:] = 1
-        yield {"input_ids": arrays["input_ids"][i, :k], "segment_ids": segment_ids,
+        row = {"input_ids": arrays["input_ids"][i, :k], "segment_ids": segment_ids,
                "next_sentence_label": int(arrays["next_sentence_labels"][i]),
                "masked_lm_positions": arrays["masked_lm_positions"][i, :m],
                "masked_lm_ids": arrays["masked_lm_ids"][i, :m]}
+        if "masked_lm_boundaries" in arrays:
+            row["masked_lm_boundaries"] = arrays["masked_lm_boundaries"][i, :m]
+        yield row

@@ -15,6 +15,8 @@ masked_lm_weights are rebuilt from the lengths and counts):
     masked_lm_positions  (N, P)  int16   static masking only
     masked_lm_ids        (N, P)  like input_ids
     masked_lm_counts     (N,)    uint8   masked_lm_weights = first `count` ones
+    masked_lm_boundaries (N, P, 2) int16 span masking only (meta.json "span_boundaries": true): the
+                                         positions just left and right of each prediction's span
 
 With dynamic masking (RoBERTa) the masked_lm fields are absent: input_ids hold the original tokens
 and a fresh mask is drawn every time a batch is read. Every file is written to a temporary name and
@@ -28,6 +30,7 @@ import numpy as np
 
 STATIC_FIELDS = ("input_ids", "segment_ids", "lengths", "next_sentence_labels")
 MASK_FIELDS = ("masked_lm_positions", "masked_lm_ids", "masked_lm_counts")
+SPAN_FIELD = "masked_lm_boundaries"  # optional: folders written before span masking lack it
 
 
 def id_dtype(vocab_size: int):
@@ -49,12 +52,13 @@ class ShardWriter:
     """
 
     def __init__(self, folder, prefix: str, max_seq_length: int, max_predictions_per_seq: int,
-                 vocab_size: int, dynamic_masking: bool = False, shard_size: int = 50_000):
+                 vocab_size: int, dynamic_masking: bool = False, shard_size: int = 50_000,
+                 span_boundaries: bool = False):
         if max_seq_length > 32767:
             raise ValueError(f"max_seq_length {max_seq_length} does not fit the int16 length field")
         self.folder, self.prefix, self.shard_size = folder, prefix, shard_size
         self.L, self.P, self.dynamic = max_seq_length, max_predictions_per_seq, dynamic_masking
-        self.ids = id_dtype(vocab_size)
+        self.ids, self.spans = id_dtype(vocab_size), span_boundaries
         self.rows, self.shards = [], []
 
     def add(self, instance: dict):
@@ -71,6 +75,8 @@ class ShardWriter:
         if not self.dynamic:
             arrays.update(masked_lm_positions=np.zeros((n, self.P), np.int16),
                           masked_lm_ids=np.zeros((n, self.P), self.ids), masked_lm_counts=np.zeros(n, np.uint8))
+        if self.spans:
+            arrays[SPAN_FIELD] = np.zeros((n, self.P, 2), np.int16)
         for i, row in enumerate(self.rows):
             k = len(row["input_ids"])
             if k > self.L or len(row["segment_ids"]) != k:
@@ -86,6 +92,8 @@ class ShardWriter:
                 arrays["masked_lm_positions"][i, :m] = row["masked_lm_positions"]
                 arrays["masked_lm_ids"][i, :m] = row["masked_lm_ids"]
                 arrays["masked_lm_counts"][i] = m
+            if self.spans:
+                arrays[SPAN_FIELD][i, :m] = row[SPAN_FIELD]
         for field, array in arrays.items():
             _save(os.path.join(self.folder, f"{name}.{field}.npy"), array)
         self.shards.append({"name": name, "instances": n})
@@ -97,11 +105,14 @@ class ShardWriter:
 
 
 def write_meta(folder, shards: list[dict], *, max_seq_length: int, max_predictions_per_seq: int,
-               vocab_size: int, dynamic_masking: bool, nsp: bool, settings: dict | None = None):
+               vocab_size: int, dynamic_masking: bool, nsp: bool, settings: dict | None = None,
+               span_boundaries: bool = False):
     meta = {"format": "bertlab-pretraining-shards/1", "max_seq_length": max_seq_length,
             "max_predictions_per_seq": max_predictions_per_seq, "vocab_size": vocab_size,
             "dynamic_masking": dynamic_masking, "nsp": nsp, "instances": sum(s["instances"] for s in shards),
             "shards": shards, "settings": settings or {}}
+    if span_boundaries:  # only then: readers of the older format see the folder they know
+        meta["span_boundaries"] = True
     tmp = os.path.join(folder, "meta.json.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=1)
@@ -124,7 +135,8 @@ class PretrainingData:
         self.meta = _checked_meta(read_json(path), path)
         self.folder = folder
         self.dynamic = self.meta["dynamic_masking"]
-        fields = STATIC_FIELDS + (() if self.dynamic else MASK_FIELDS)
+        self.span_boundaries = bool(self.meta.get("span_boundaries")) and not self.dynamic
+        fields = STATIC_FIELDS + (() if self.dynamic else MASK_FIELDS) + ((SPAN_FIELD,) if self.span_boundaries else ())
         self.shards = [{f: self._open(s, f) for f in fields} for s in self.meta["shards"]]
         self.offsets = np.cumsum([0] + [s["instances"] for s in self.meta["shards"]])
 
@@ -142,6 +154,8 @@ class PretrainingData:
                  "masked_lm_positions": self.meta["max_predictions_per_seq"],
                  "masked_lm_ids": self.meta["max_predictions_per_seq"]}.get(field)
         expected = (shard["instances"],) + ((width,) if width else ())
+        if field == SPAN_FIELD:
+            expected = (shard["instances"], self.meta["max_predictions_per_seq"], 2)
         if array.shape != expected:
             raise ValueError(f"{path}: holds an array of shape {array.shape}, but meta.json says {expected}")
         return array
@@ -176,7 +190,8 @@ class PretrainingData:
 
     def batch(self, indices, mask_fn=None) -> dict:
         """input_ids, token_type_ids, attention_mask, masked_lm_positions, masked_lm_ids,
-        masked_lm_weights, next_sentence_labels, cut to the batch's longest instance.
+        masked_lm_weights, next_sentence_labels, cut to the batch's longest instance; and
+        masked_lm_boundaries (batch, P, 2) where the folder has spans.
 
         With dynamic masking `mask_fn(input_ids, lengths) -> (input_ids, positions, ids, counts)`
         (numpy, one fresh draw) masks the original tokens first."""
@@ -192,7 +207,8 @@ class PretrainingData:
                 mask_fn(r["input_ids"].astype(np.int64), r["lengths"])
         width = int(r["lengths"].max())
         P = r["masked_lm_positions"].shape[1]
-        return {"input_ids": torch.from_numpy(r["input_ids"][:, :width].astype(np.int64)),
+        spans = {SPAN_FIELD: torch.from_numpy(r[SPAN_FIELD].astype(np.int64))} if SPAN_FIELD in r else {}
+        return {**spans, "input_ids": torch.from_numpy(r["input_ids"][:, :width].astype(np.int64)),
                 "token_type_ids": torch.from_numpy(r["segment_ids"][:, :width].astype(np.int64)),
                 "attention_mask": torch.from_numpy(np.arange(width)[None, :] < r["lengths"][:, None]).long(),
                 "masked_lm_positions": torch.from_numpy(r["masked_lm_positions"].astype(np.int64)),

@@ -17,6 +17,7 @@ import numpy as np
 from .. import validate
 from ..models import AlbertConfig, AlbertForPreTraining, BertConfig, BertForPreTraining
 from ..models.albert_config import ALBERT_PRESETS, albert_preset
+from ..models.span_boundary import BertForSpanBoundaryPreTraining
 from ..training.engine import Objective, fit
 from ..training.optim import make_adamw, param_groups
 from ..training.settings import RunSettings, optional
@@ -58,6 +59,7 @@ class PretrainSettings(RunSettings):
     eval_instances: int | None = None  # held-out instances evaluated (default all)
     init_from: str | None = None       # HF-format BERT folder whose weights start the run
     optimizer: str = "adamw"
+    span_boundary: bool = False        # SpanBERT's span-boundary objective (data made with --masking span)
     warmup: int = 100
     save_every: int = 500
 
@@ -102,9 +104,10 @@ def open_data(folder, config: BertConfig, what: str) -> PretrainingData:
     if meta["vocab_size"] != config.vocab_size:
         raise ValueError(f"{what} {folder}: its instances use a {meta['vocab_size']}-token vocabulary but the "
                          f"model has vocab_size={config.vocab_size}; train with the vocabulary the data was made with")
-    if meta["max_seq_length"] > config.max_position_embeddings:
+    if meta["max_seq_length"] > config.max_position_embeddings and config.position_embedding_type != "nezha":
         raise ValueError(f"{what} {folder}: instances of {meta['max_seq_length']} tokens exceed the model's "
-                         f"max_position_embeddings={config.max_position_embeddings}")
+                         f"max_position_embeddings={config.max_position_embeddings} (position_embedding_type "
+                         f"{config.position_embedding_type}; nezha has no such limit)")
     return data
 
 
@@ -167,9 +170,18 @@ class MaskedLMPretraining(Objective):
             self.baseline = most_frequent_token_baseline(self.phases[0].data, self.eval_data, s.eval_instances)
         self.find_unused_parameters = not all(p.nsp for p in self.phases)  # MLM only: the NSP head gets no gradient
         self.current, self.parts, self.tokens = self.phases[0], [], 0
-        model = (AlbertForPreTraining if is_albert(s.model) else BertForPreTraining)(s.model).to(run.device)
+        if s.span_boundary:
+            if is_albert(s.model):
+                raise ValueError("--span-boundary adds SpanBERT's head to a BERT model; ALBERT has none")
+            for phase in self.phases:
+                if not phase.data.span_boundaries:
+                    raise ValueError(f"{phase.data.folder}: holds no span boundaries; the span-boundary objective "
+                                     "needs data made by create-pretraining-data --masking span (or ernie)")
+            model = BertForSpanBoundaryPreTraining(s.model).to(run.device)
+        else:
+            model = (AlbertForPreTraining if is_albert(s.model) else BertForPreTraining)(s.model).to(run.device)
         if s.init_from:
-            self._init_from(model, s.init_from)
+            self._init_from(model.pretraining if s.span_boundary else model, s.init_from)
         return model
 
     def _phases(self) -> list[Phase]:
@@ -208,7 +220,7 @@ class MaskedLMPretraining(Objective):
         return batch
 
     def loss(self, model, batch):
-        loss, parts = pretraining_loss(model, batch, self.current.nsp)
+        loss, parts = pretraining_loss(model, batch, self.current.nsp, span_boundary=self.s.span_boundary)
         self.parts.append(parts)
         return loss
 
@@ -216,6 +228,8 @@ class MaskedLMPretraining(Objective):
         """The step's MLM (and NSP) loss, averaged over its micro-batches, and its real tokens."""
         k, parts = len(self.parts), self.parts
         values = {"mlm_loss": float(sum(p["mlm_loss"] for p in parts) / k)}
+        if self.s.span_boundary:
+            values["sbo_loss"] = float(sum(p["sbo_loss"] for p in parts) / k)
         if self.current.nsp:
             values["nsp_loss"] = float(sum(p["nsp_loss"] for p in parts) / k)
         tokens, self.parts, self.tokens = self.tokens, [], 0
@@ -231,11 +245,11 @@ class MaskedLMPretraining(Objective):
         """The engine's 6N estimate counts a shared layer once; ALBERT runs it
         num_hidden_layers / num_hidden_groups times, so the repeats are added."""
         from ..training.flops import transformer_flops_per_token
-        flops, layers = super().flops_per_unit(model), model.bert.layers
-        repeats = self.s.model.num_hidden_layers / len(layers) - 1
+        c, flops = self.s.model, super().flops_per_unit(model)
+        repeats = c.num_hidden_layers / (c.num_hidden_groups or c.num_hidden_layers) - 1
         if flops is None or not repeats:
             return flops
-        return flops + repeats * transformer_flops_per_token(layers, self.context_length())
+        return flops + repeats * transformer_flops_per_token(model.bert.layers, self.context_length())
 
     def evaluate(self, model):
         if self.eval_data is None:
@@ -261,7 +275,10 @@ class MaskedLMPretraining(Objective):
             phase.order.load_state_dict(order)
 
     def identity(self):
-        return {"optimizer": self.s.optimizer, "phases": len(self.phases)}
+        identity = {"optimizer": self.s.optimizer, "phases": len(self.phases)}
+        if self.s.span_boundary:  # a run with another head cannot resume this one
+            identity["span_boundary"] = True
+        return identity
 
     def _pair_task(self) -> str:
         """"sop" for sentence-order data (create-pretraining-data --sop), else "nsp"; logs keep the
@@ -281,6 +298,7 @@ class MaskedLMPretraining(Objective):
         """OUT/model in HF format, with the tokenizer the data was made with."""
         from ..interop.hf_albert import save_albert
         from ..interop.hf_bert import save_pretrained
+        model = model.pretraining if self.s.span_boundary else model  # the SBO head serves pretraining only
         save = save_albert if is_albert(self.s.model) else save_pretrained
         save(model, os.path.join(self.s.out, "model"), _tokenizer(self.phases[0].data))
 
