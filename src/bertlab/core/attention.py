@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import fast_paths
 from .fast_paths import PrepackableLinear, numpy_dropout, weight_stamp
 from .kv_cache import KVCache
 
@@ -93,7 +94,8 @@ class MultiHeadAttention(nn.Module):
         changes: restacking every batch cost 8% of inference time (fresh pages on every call)."""
         params = [self.query.weight, self.key.weight, self.value.weight]
         params += [] if self.query.bias is None else [self.query.bias, self.key.bias, self.value.bias]
-        if torch.is_grad_enabled() or params[0].is_inference():  # inference tensors keep no version
+        # inference tensors keep no version; a trace for export must read the weights themselves
+        if torch.is_grad_enabled() or params[0].is_inference() or fast_paths.in_plain_path():
             return torch.cat(params[:3]), torch.cat(params[3:]) if len(params) > 3 else None
         stamp = [(weight_stamp(p), p.device, p.dtype) for p in params]
         if getattr(self, "_stacked", None) is None or self._stacked[0] != stamp:

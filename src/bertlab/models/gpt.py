@@ -12,6 +12,7 @@ from torch import nn
 
 from .gpt_config import PRESETS, GPTConfig  # noqa: F401 (GPTConfig and PRESETS are imported from here too)
 from ..core import DecoderBlock, KVCache, causal_mask
+from ..core.masks import key_positions, query_positions
 from ..core import fast_paths
 
 
@@ -74,7 +75,7 @@ class GPT(nn.Module):
         attention_mask (batch, past + len), 1 for real tokens, 0 for padding, hides padded keys;
         positions (batch, len) default to past .. past + len - 1.
         """
-        past = len(cache) if cache is not None else 0
+        past = cache.length() if cache is not None else 0
         length = idx.size(1)
         if past + length > self.config.n_positions:
             raise ValueError(f"{past + length} positions exceed n_positions {self.config.n_positions}")
@@ -116,5 +117,4 @@ class GPT(nn.Module):
 
 def _diagonal(length, key_len, device):
     """(length, key_len) bool: each query sees its own key (bottom-right aligned like causal_mask)."""
-    return torch.ones(length, key_len, dtype=torch.bool, device=device).tril(key_len - length) \
-        & ~torch.ones(length, key_len, dtype=torch.bool, device=device).tril(key_len - length - 1)
+    return key_positions(key_len, device)[None, :] == query_positions(length, key_len, device)[:, None]
