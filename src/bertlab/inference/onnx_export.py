@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import logging
 import os
 import shutil
 import warnings
@@ -84,12 +85,25 @@ def _bert_graph(model, kind, D):
 
 def export_graph(graph, sample, shapes, path, opset: int = 18):
     """Trace `graph` on `sample` and write it to `path` (one file, weights inside)."""
-    with torch.no_grad(), _plain(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
+    with torch.no_grad(), _plain(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            _quiet_logger("torch.onnx"):
+        warnings.simplefilter("ignore")  # the tracer's notes on our Python-level checks; the check below decides
         program = torch.onnx.export(graph, sample, dynamic_shapes=shapes, input_names=list(graph.inputs),
                                     output_names=list(graph.outputs), opset_version=opset, dynamo=True,
                                     verbose=False)
         program.save(path, external_data=False)
+
+
+@contextlib.contextmanager
+def _quiet_logger(name):
+    """The exporter logs a warning for every torchvision operator it cannot register: noise here."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _plain():
