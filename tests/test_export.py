@@ -149,3 +149,12 @@ def test_plain_path_computes_what_the_packed_path_computes(folders):
         with plain_path():
             plain = model(ids, attention_mask=mask).sequence_output
     torch.testing.assert_close(plain[mask.bool()], packed[mask.bool()], atol=1e-6, rtol=0)
+
+
+def test_int8_export_is_quantised_and_reports_its_cost(folders, tmp_path):
+    """--int8: the fp32 graphs pass the 1e-4 check first; the int8 graphs then differ (they are
+    quantised) by a reported, small amount, and onnx.json says int8."""
+    report = export_onnx(folders["ner"], tmp_path / "ner.onnx", int8=True, log=lambda m: None)
+    assert report["max_abs logits"] <= 1e-4
+    assert 0 < report["int8"]["max_abs logits"] < 0.1
+    assert load_onnx(str(tmp_path / "ner.onnx")).meta["int8"] is True

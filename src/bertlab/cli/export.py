@@ -30,6 +30,9 @@ def add_parser(subparsers):
     p.add_argument("--tolerance", type=nonnegative_float, default=1e-4,
                    help="largest allowed |onnxruntime - bertlab| of any output (1e-4)")
     p.add_argument("--no-check", action="store_true", help="skip the onnxruntime check")
+    p.add_argument("--int8", action="store_true",
+                   help="after the fp32 check, quantise the graphs' weights to int8 (onnxruntime's dynamic "
+                        "quantisation) and print how far they are from bertlab fp32")
     p.set_defaults(run=run)
 
 
@@ -42,6 +45,6 @@ def run(args):
     if args.texts and not texts:
         raise ValueError(f"{args.texts}: no text to check on (every line is blank)")
     export_onnx(args.model, args.onnx, overwrite=args.overwrite, check=not args.no_check, texts=texts,
-                tolerance=args.tolerance, log=lambda m: print(m, file=sys.stderr))
+                tolerance=args.tolerance, int8=args.int8, log=lambda m: print(m, file=sys.stderr))
     print(f"wrote {args.onnx}", file=sys.stderr)
     return 0

@@ -23,9 +23,10 @@ SAMPLE_TEXTS = (
 )
 
 
-def check_export(loaded, folder, texts=None, tolerance: float = 1e-4, log=print) -> dict:
+def check_export(loaded, folder, texts=None, tolerance: float = 1e-4, log=print, strict: bool = True) -> dict:
     """{output name: max abs difference, ...} of the export in `folder` against `loaded` (a
-    LoadedModel); a difference beyond `tolerance`, or a token that differs, is a ValueError."""
+    LoadedModel); with `strict`, a difference beyond `tolerance`, or a token that differs, is a
+    ValueError (without, the report only says it: an int8 export's cost)."""
     texts = list(texts or SAMPLE_TEXTS)
     onnx_model = load_onnx(folder)
     check = {"bert": _check_bert, "finetuned": _check_bert, "gpt": _check_gpt,
@@ -34,6 +35,8 @@ def check_export(loaded, folder, texts=None, tolerance: float = 1e-4, log=print)
         report = check(loaded, onnx_model, texts)
     for name, value in report.items():
         log(f"check {name}: {value}")
+    if not strict:
+        return report
     bad = {k: v for k, v in report.items() if k.startswith("max_abs") and not v <= tolerance}
     if bad:
         raise ValueError(f"{folder}: onnxruntime differs from bertlab beyond {tolerance}: {bad}")

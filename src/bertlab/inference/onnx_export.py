@@ -123,12 +123,26 @@ def metadata(loaded, folder, files: dict) -> dict:
     return meta
 
 
+def quantize_onnx(folder):
+    """Every graph of the export in `folder`, in place, with its MatMul weights in int8 (per output
+    channel) and inputs quantised on the fly: onnxruntime's dynamic quantisation."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".onnx"):
+            path = os.path.join(folder, name)
+            quantize_dynamic(path, path + ".int8", weight_type=QuantType.QInt8, per_channel=True)
+            os.replace(path + ".int8", path)
+
+
 def export_onnx(folder, out, *, overwrite: bool = False, check: bool = True, texts=None,
-                tolerance: float = 1e-4, opset: int = 18, log=print) -> dict:
+                tolerance: float = 1e-4, opset: int = 18, int8: bool = False, log=print) -> dict:
     """Export the model folder `folder` to the folder `out` (module docstring) and, with `check`,
     run onnxruntime on it against bertlab on real inputs (onnx_check.check_export; `texts` are the
     inputs, default onnx_check.SAMPLE_TEXTS). A difference beyond `tolerance` is a ValueError and
-    nothing is written. Returns the check's report (max abs differences, tokens compared)."""
+    nothing is written. Returns the check's report (max abs differences, tokens compared).
+
+    int8: after the fp32 check, quantise the graphs (quantize_onnx) and report, without failing,
+    how far they are from bertlab's fp32 outputs (report["int8"])."""
     require_onnx()
     from ..interop.load import load_model
     out = os.fspath(out)
@@ -148,6 +162,14 @@ def export_onnx(folder, out, *, overwrite: bool = False, check: bool = True, tex
         if check:
             from .onnx_check import check_export
             report = check_export(loaded, tmp, texts=texts, tolerance=tolerance, log=log)
+        if int8:
+            quantize_onnx(tmp)
+            meta = metadata(loaded, folder, files)
+            atomic_write_text(os.path.join(tmp, "onnx.json"), json.dumps({**meta, "int8": True}, indent=2) + "\n")
+            if check:
+                from .onnx_check import check_export
+                log("int8 graphs against bertlab fp32 (the cost of int8, not an error):")
+                report["int8"] = check_export(loaded, tmp, texts=texts, log=log, strict=False)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
