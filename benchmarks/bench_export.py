@@ -36,17 +36,28 @@ from bertlab.inference.int8 import quantize_int8  # noqa: E402
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
-def rounds(functions: dict, repeat: int) -> dict:
-    """{name: [seconds per round]}: one untimed call each, then `repeat` rounds in rotating order."""
+def rounds(functions: dict, repeat: int) -> tuple[dict, dict]:
+    """({name: [wall seconds per round]}, {name: [CPU seconds per round]}): one untimed call each,
+    then `repeat` rounds in rotating order. CPU seconds count the work done, not the time spent
+    waiting for a core on a machine shared with other jobs (every implementation here runs on
+    the threads torch.get_num_threads() gives: run with OMP_NUM_THREADS=1 for one each)."""
     for fn in functions.values():
         fn()
-    names, times = list(functions), {name: [] for name in functions}
+    names = list(functions)
+    wall, cpu = {name: [] for name in functions}, {name: [] for name in functions}
     for i in range(repeat):
         for name in names[i % len(names):] + names[:i % len(names)]:
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             functions[name]()
-            times[name].append(time.perf_counter() - start)
-    return times
+            wall[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - cpu_start)
+    return wall, cpu
+
+
+def timed_rows(workload, work, unit, times):
+    wall, cpu = times
+    return ([Row(workload, name, work, unit, s) for name, s in wall.items()] +
+            [Row(workload + " per CPU-second", name, work, unit.replace("/s", "/CPU-s"), s) for name, s in cpu.items()])
 
 
 def quantize_onnx_folder(folder, out):
@@ -92,7 +103,7 @@ def embed_bench(args, tmp):
                 out[name] = embed_texts(model, tokenizer, texts, normalize=True, batch_size=32)
         return run
     times = rounds({name: job(name, model) for name, model in models.items()}, args.repeat)
-    rows = [Row(f"MiniLM embed {len(texts)} real lines", name, len(texts), "texts/s", s) for name, s in times.items()]
+    rows = timed_rows(f"MiniLM embed {len(texts)} real lines", len(texts), "texts/s", times)
     reference = out["bertlab fp32"]
     for name, vectors in out.items():
         cosine = (vectors * reference).sum(1)
@@ -139,7 +150,7 @@ def gpt_bench(args, tmp):
                 out[name] = generate(model, prompt, options)[0]
         return run
     times = rounds({name: job(name, model) for name, model in models.items()}, args.repeat)
-    rows = [Row(f"GPT-2 124M generate b=1, 32+{args.new}", name, args.new, "tokens/s", s) for name, s in times.items()]
+    rows = timed_rows(f"GPT-2 124M generate b=1, 32+{args.new}", args.new, "tokens/s", times)
     same = sum(a == b for a, b in zip(out["bertlab int8"], out["bertlab fp32"]))
     with torch.inference_mode():
         a, b = int8(prompt)[0], fp32(prompt)[0]
@@ -166,6 +177,12 @@ def main():
             baseline = rows[0].implementation
             for stat in ("best", "median"):
                 print_table(rows, baseline=baseline, stat=stat)
+            for work in dict.fromkeys(r.workload for r in rows):
+                mine = [r for r in rows if r.workload == work]
+                for r in mine[1:]:
+                    ratios = [b / a for a, b in zip(r.seconds, mine[0].seconds)]
+                    print(f"{work}: {r.implementation} / {baseline}, median of {len(ratios)} rounds' ratios: "
+                          f"{statistics.median(ratios):.2f}x")
     print(f"({time.time() - start:.0f} s, load after {os.getloadavg()})")
 
 
