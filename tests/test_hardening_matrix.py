@@ -97,6 +97,7 @@ def command_lines(f, source, out):
                       ["translate", f["text"], "--model", f["translation"], "-o", out + ".txt"]
                       if _has_output_flag("translate") else None),
         "notes": (None, ["notes", "positions", "-o", out]),  # reads nothing; -o is the pictures' folder
+        "export": (["export", source, "--onnx", out], ["export", f["bert"], "--onnx", out]),
     }
 
 

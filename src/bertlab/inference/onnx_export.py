@@ -21,7 +21,7 @@ import warnings
 
 import torch
 
-from ..io import atomic_write_text
+from ..io import atomic_write_text, make_folder
 from . import onnx_graphs as graphs
 
 FORMAT = "bertlab-onnx-1"
@@ -146,13 +146,16 @@ def export_onnx(folder, out, *, overwrite: bool = False, check: bool = True, tex
     require_onnx()
     from ..interop.load import load_model
     out = os.fspath(out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"{out}: is a file, not a folder (the export is a folder of graphs)")
     if os.path.exists(out) and not overwrite:
         raise ValueError(f"{out}: exists; pass overwrite=True (--overwrite) to replace it")
+    make_folder(os.path.dirname(os.path.abspath(out)))  # before the work: a path under a file fails now
     loaded = load_model(folder)
     files = graphs_of(loaded)
     tmp = out + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
+    make_folder(tmp)
     try:
         for name, (graph, sample, shapes) in files.items():
             log(f"exporting {name} ({type(graph).__name__})")
