@@ -160,17 +160,15 @@ def export_onnx(folder, out, *, overwrite: bool = False, check: bool = True, tex
         for name, (graph, sample, shapes) in files.items():
             log(f"exporting {name} ({type(graph).__name__})")
             export_graph(graph, sample, shapes, os.path.join(tmp, name), opset)
-        atomic_write_text(os.path.join(tmp, "onnx.json"), json.dumps(metadata(loaded, folder, files), indent=2) + "\n")
+        meta = {**metadata(loaded, folder, files), "int8": int8}
+        atomic_write_text(os.path.join(tmp, "onnx.json"), json.dumps(meta, indent=2) + "\n")
         report = {}
-        if check:
-            from .onnx_check import check_export
+        from .onnx_check import check_export
+        if check:  # the fp32 graphs, before any quantisation
             report = check_export(loaded, tmp, texts=texts, tolerance=tolerance, log=log)
         if int8:
             quantize_onnx(tmp)
-            meta = metadata(loaded, folder, files)
-            atomic_write_text(os.path.join(tmp, "onnx.json"), json.dumps({**meta, "int8": True}, indent=2) + "\n")
             if check:
-                from .onnx_check import check_export
                 log("int8 graphs against bertlab fp32 (the cost of int8, not an error):")
                 report["int8"] = check_export(loaded, tmp, texts=texts, log=log, strict=False)
     except BaseException:
