@@ -98,6 +98,7 @@ def command_lines(f, source, out):
                       if _has_output_flag("translate") else None),
         "notes": (None, ["notes", "positions", "-o", out]),  # reads nothing; -o is the pictures' folder
         "serve": (["serve", "--model", f"m={source}"], None),  # answers HTTP; writes no file
+        "export": (["export", source, "--onnx", out], ["export", f["bert"], "--onnx", out]),
     }
 
 

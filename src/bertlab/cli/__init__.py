@@ -15,11 +15,11 @@ from . import create_pretraining_data, vocab
 from . import pretrain
 from . import translate, translate_train
 from . import notes
-from . import serve
+from . import serve, export
 
 COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, extract_features, fill_mask, attention,
             convert, pretrain, vocab, create_pretraining_data, data, translate_train, translate, notes,
-            serve]
+            serve, export]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -37,6 +37,9 @@ def add_parser(subparsers):
                    help="print the K best hypotheses with scores (needs --beam >= K)")
     p.add_argument("--ref", metavar="FILE", help="reference translations: print sacreBLEU BLEU and chrF to stderr")
     p.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
+    p.add_argument("--int8", action="store_true",
+                   help="CPU only: dynamic int8 linear layers, faster at a small BLEU cost (score it with --ref; "
+                        "docs/export.md)")
     p.set_defaults(run=run)
 
 
@@ -49,7 +52,14 @@ def run(args):
     from ..io import read_lines
     if args.nbest > args.beam:
         raise ValueError(f"--nbest {args.nbest} needs --beam {args.nbest} or more (got --beam {args.beam})")
-    model, source, target, settings = load_translation_model(args.model, pick_device(args.device))
+    device = pick_device(args.device)
+    if args.int8:
+        from ..inference.int8 import check_int8_settings
+        check_int8_settings(device)
+    model, source, target, settings = load_translation_model(args.model, device)
+    if args.int8:
+        from ..inference.int8 import quantize_int8
+        quantize_int8(model)
     lines = read_lines(args.file, allow_empty_file=True)
     refs = read_lines(args.ref, allow_empty_file=True) if args.ref else None
     if refs is not None and len(refs) != len(lines):

@@ -28,7 +28,12 @@ class KVCache:
         self._buffers = [None] * num_layers  # with max_len: [key, value] buffers, then two spares
 
     def __len__(self):
-        """Positions cached in every layer (the last layer is the last to append)."""
+        return self.length()
+
+    def length(self):
+        """Positions cached in every layer (the last layer is the last to append). The models call
+        this rather than len(): len() must return a Python int, which pins a traced length (ONNX
+        export) to the one seen while tracing."""
         return 0 if self.keys[-1] is None else self.keys[-1].size(-2)
 
     def append(self, layer: int, key, value):

@@ -22,4 +22,16 @@ def causal_mask(query_len: int, key_len: int | None = None, device=None) -> torc
     diagonal is shifted to the bottom right.
     """
     key_len = query_len if key_len is None else key_len
-    return torch.ones(query_len, key_len, dtype=torch.bool, device=device).tril(key_len - query_len)
+    # compared positions rather than ones(...).tril(key_len - query_len): the same mask, and a graph
+    # traced for export (inference.onnx_export) keeps both lengths variable, where tril's diagonal
+    # would be fixed to the traced lengths
+    return key_positions(key_len, device)[None, :] <= query_positions(query_len, key_len, device)[:, None]
+
+
+def query_positions(query_len, key_len, device=None) -> torch.Tensor:
+    """(query_len,) the positions of the last `query_len` of `key_len` positions."""
+    return torch.arange(query_len, device=device) + (key_len - query_len)
+
+
+def key_positions(key_len, device=None) -> torch.Tensor:
+    return torch.arange(key_len, device=device)

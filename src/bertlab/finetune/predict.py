@@ -11,12 +11,16 @@ from .folder import load_finetuned
 from .trainer import predict_outputs
 
 
-def predict_file(model_dir, path, output=None, batch_size=64, progress=True) -> dict:
+def predict_file(model_dir, path, output=None, batch_size=64, progress=True, int8=False) -> dict:
     """Predict every example of `path` into `output` (a JSONL file; None: standard output); returns
-    the metrics (empty when the file is unlabelled)."""
+    the metrics (empty when the file is unlabelled). int8: with the linear layers in dynamic int8
+    (inference.int8, CPU)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such file")
     task, model, tokenizer = load_finetuned(model_dir)
+    if int8:
+        from ..inference.int8 import quantize_int8
+        quantize_int8(model)
     examples = task.read(path)
     if task.is_labelled(examples):
         task.check_labels(examples, path)  # before the work: an unknown gold label cannot be scored

@@ -12,6 +12,7 @@ from torch import nn
 
 from .gpt_config import PRESETS, GPTConfig  # noqa: F401 (GPTConfig and PRESETS are imported from here too)
 from ..core import DecoderBlock, KVCache, causal_mask
+from ..core.masks import key_positions, query_positions
 from ..core import fast_paths
 
 
@@ -61,7 +62,7 @@ class GPT(nn.Module):
         if head is not None and head.rows == batch_size and head.stamp == fast_paths.weight_stamp(self.wte.weight):
             return  # packed for this batch size and still current
         fast_paths.prepack_for_rows(self, batch_size)
-        if fast_paths.can_prepack(self.wte.weight):
+        if fast_paths.can_prepack(self.wte.weight) and "int8_head" not in self._modules:
             self._prepacked_head = fast_paths.PrepackedWeight(self.wte.weight, batch_size)
 
     def drop_prepacked(self):
@@ -74,7 +75,7 @@ class GPT(nn.Module):
         attention_mask (batch, past + len), 1 for real tokens, 0 for padding, hides padded keys;
         positions (batch, len) default to past .. past + len - 1.
         """
-        past = len(cache) if cache is not None else 0
+        past = cache.length() if cache is not None else 0
         length = idx.size(1)
         if past + length > self.config.n_positions:
             raise ValueError(f"{past + length} positions exceed n_positions {self.config.n_positions}")
@@ -107,7 +108,11 @@ class GPT(nn.Module):
             return None, fast_paths.linear_cross_entropy(x.reshape(-1, x.size(-1)), self.wte.weight, targets.reshape(-1))
         if last_only:
             x = x[:, -1:]
-        logits = fast_paths.prepacked_linear(x, self.wte.weight, None, self._prepacked_head)  # tied to the embeddings
+        int8_head = self._modules.get("int8_head")  # inference.int8.quantize_int8's int8 copy of wte
+        if int8_head is not None:
+            logits = int8_head(x)
+        else:
+            logits = fast_paths.prepacked_linear(x, self.wte.weight, None, self._prepacked_head)  # tied to the embeddings
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100)
@@ -116,5 +121,4 @@ class GPT(nn.Module):
 
 def _diagonal(length, key_len, device):
     """(length, key_len) bool: each query sees its own key (bottom-right aligned like causal_mask)."""
-    return torch.ones(length, key_len, dtype=torch.bool, device=device).tril(key_len - length) \
-        & ~torch.ones(length, key_len, dtype=torch.bool, device=device).tril(key_len - length - 1)
+    return key_positions(key_len, device)[None, :] == query_positions(length, key_len, device)[:, None]

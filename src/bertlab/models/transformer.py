@@ -77,7 +77,7 @@ class Seq2SeqTransformer(nn.Module):
         the positions after the cached ones; their keys/values are appended. `last_only` projects
         the last position only (what a decoding step needs); `keep` (bool, like `tgt`) projects only
         the positions where it is True, giving (kept, target_vocab)."""
-        start = len(cache) if cache is not None else 0
+        start = cache.length() if cache is not None else 0
         x = self.embed(self.target_embedding, tgt, start)
         self_mask = self._self_mask(tgt, start)
         for i, block in enumerate(self.decoder):

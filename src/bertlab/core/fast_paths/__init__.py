@@ -10,7 +10,13 @@ the plain path. The formulas of the notes are in the modules beside this folder.
 
 Attention keeps its two speed paths beside its plain formula (core/attention.py): PyTorch's fused
 kernel, and the Q/K/V projections as one matmul against the stacked weights.
+
+`plain_path()` switches off the speed paths that decide on the data or keep state between calls
+(unpadding: BERT packs the padding away only when a batch has some; attention's stacked Q/K/V
+kept while the weights' storage and version stay the same): a graph traced for ONNX must hold the
+padded computation, valid for every batch, and read the weights themselves (inference.onnx_export).
 """
+import contextlib
 from .linear_cross_entropy import linear_cross_entropy
 from .mkl_prepacking import (PrepackableLinear, PrepackedWeight, can_prepack, drop_prepacked, prepack_for_rows,
                              prepacked_linear)
@@ -18,6 +24,26 @@ from .numpy_dropout import NumpyDropout, numpy_dropout, numpy_dropout_add
 from .unpadding import Packing
 from .weight_stamp import weight_stamp
 
+_plain = False
+
+
+def in_plain_path() -> bool:
+    """True inside `plain_path()`."""
+    return _plain
+
+
+@contextlib.contextmanager
+def plain_path():
+    """Within this block BERT keeps the padded layout and a padding mask for every batch with an
+    attention_mask, and attention stacks W_q, W_k, W_v at every call, as a trace for export needs
+    (the outputs are the same)."""
+    global _plain
+    before, _plain = _plain, True
+    try:
+        yield
+    finally:
+        _plain = before
+
 __all__ = ["PrepackableLinear", "PrepackedWeight", "can_prepack", "drop_prepacked", "prepack_for_rows",
            "prepacked_linear", "linear_cross_entropy", "NumpyDropout", "numpy_dropout",
-           "numpy_dropout_add", "Packing", "weight_stamp"]
+           "numpy_dropout_add", "Packing", "weight_stamp", "plain_path", "in_plain_path"]

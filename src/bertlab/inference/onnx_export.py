@@ -1,0 +1,180 @@
+"""`bertlab export DIR --onnx OUT`: a model folder as ONNX graphs that onnxruntime runs, checked
+against bertlab on real inputs before the folder is written.
+
+OUT is a folder: the graphs of onnx_graphs (model.onnx, or encoder.onnx and decoder_step.onnx) and
+onnx.json, which says the kind, the model folder it came from, the config and the graphs' input
+and output names (inference.onnx_runtime.load_onnx reads it). Batch and sequence axes (and past
+positions) are dynamic: one export runs any batch of any length the model's positions allow.
+
+The graphs are traced with PyTorch's exporter (torch.export, `dynamo=True`) inside
+core.fast_paths.plain_path(): the padded computation with a padding mask, never the CPU packing
+that depends on which tokens of a batch are padding.
+"""
+import contextlib
+import dataclasses
+import io
+import json
+import logging
+import os
+import shutil
+import warnings
+
+import torch
+
+from ..io import atomic_write_text, make_folder
+from . import onnx_graphs as graphs
+
+FORMAT = "bertlab-onnx-1"
+
+
+def require_onnx():
+    """onnx, onnxruntime and onnxscript (the exporter's) or a clear error saying how to get them."""
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+        import onnxscript  # noqa: F401
+    except ImportError as e:
+        raise ValueError(f"ONNX export and onnxruntime need the optional packages onnx, onnxruntime and onnxscript "
+                         f"({e.name} is missing): pip install 'bertlab[export]'") from None
+
+
+def graphs_of(loaded) -> dict:
+    """{file name: (graph module, sample inputs, dynamic shapes)} for a LoadedModel."""
+    from torch.export import Dim
+    D = Dim.DYNAMIC
+    model = loaded.model.eval()
+    if loaded.kind in ("bert", "finetuned"):
+        return {"model.onnx": _bert_graph(model, loaded.kind, D)}
+    if loaded.kind == "gpt":
+        c = model.config
+        past = [torch.randn(2, c.n_head, 3, c.n_embd // c.n_head) for _ in range(2 * c.n_layer)]
+        ids = torch.randint(0, c.vocab_size, (2, 3))
+        mask, positions = torch.ones(2, 6, dtype=torch.long), torch.arange(3, 6).expand(2, 3)
+        shapes = ({0: D, 1: D}, {0: D, 1: D}, {0: D, 1: D}, tuple({0: D, 2: D} for _ in past))
+        return {"model.onnx": (graphs.GPTStepGraph(model), (ids, mask, positions, tuple(past)), shapes)}
+    if loaded.kind == "translation":
+        c = model.config
+        src = torch.randint(4, c.source_vocab_size, (2, 5))
+        with torch.no_grad():
+            cross_kv, src_mask = graphs.TranslationEncoderGraph(model)(src)
+        heads, d_head = c.attention_heads, c.d_model // c.attention_heads
+        past = tuple(torch.randn(2, heads, 3, d_head) for _ in range(2 * c.decoder_layers))
+        tokens = torch.randint(4, c.target_vocab_size, (2, 1))
+        step_shapes = ({0: D}, {0: D, 1: D}, {0: D, 3: D}, tuple({0: D, 2: D} for _ in past))
+        return {"encoder.onnx": (graphs.TranslationEncoderGraph(model), (src,), ({0: D, 1: D},)),
+                "decoder_step.onnx": (graphs.TranslationStepGraph(model), (tokens, cross_kv, src_mask, past),
+                                      step_shapes)}
+    raise ValueError(f"a model of kind {loaded.kind!r} cannot be exported (bert, finetuned, gpt, translation can)")
+
+
+def _bert_graph(model, kind, D):
+    c = model.config
+    if kind == "bert":
+        encoder = model if hasattr(model, "embeddings") else model.bert  # the encoder of a pretraining model
+        graph = graphs.EncoderGraph(encoder)
+    else:
+        graph = graphs.HeadGraph(model)
+    shape = (2, 2, 5) if type(model).__name__ == "BertForMultipleChoice" else (2, 5)
+    ids = torch.randint(1, c.vocab_size, shape)
+    mask = torch.ones(shape, dtype=torch.long)
+    mask[0, ..., -2:] = 0
+    types = torch.zeros(shape, dtype=torch.long)
+    axes = {i: D for i in range(len(shape))}
+    return graph, (ids, mask, types), (axes, axes, axes)
+
+
+def export_graph(graph, sample, shapes, path, opset: int = 18):
+    """Trace `graph` on `sample` and write it to `path` (one file, weights inside)."""
+    with torch.no_grad(), _plain(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            _quiet_logger("torch.onnx"):
+        warnings.simplefilter("ignore")  # the tracer's notes on our Python-level checks; the check below decides
+        program = torch.onnx.export(graph, sample, dynamic_shapes=shapes, input_names=list(graph.inputs),
+                                    output_names=list(graph.outputs), opset_version=opset, dynamo=True,
+                                    verbose=False)
+        program.save(path, external_data=False)
+
+
+@contextlib.contextmanager
+def _quiet_logger(name):
+    """The exporter logs a warning for every torchvision operator it cannot register: noise here."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _plain():
+    from ..core.fast_paths import plain_path
+    return plain_path()
+
+
+def metadata(loaded, folder, files: dict) -> dict:
+    """onnx.json: what load_onnx needs to run the graphs without the model's weights."""
+    config = loaded.model.config
+    meta = {"format": FORMAT, "kind": loaded.kind, "source": os.path.abspath(folder),
+            "model_class": type(loaded.model).__name__, "config": dataclasses.asdict(config),
+            "graphs": {name: {"inputs": list(g.inputs), "outputs": list(g.outputs)}
+                       for name, (g, _, _) in files.items()}}
+    if loaded.kind == "finetuned":
+        meta["task"] = loaded.extra["task"].state()
+    return meta
+
+
+def quantize_onnx(folder):
+    """Every graph of the export in `folder`, in place, with its MatMul weights in int8 (per output
+    channel) and inputs quantised on the fly: onnxruntime's dynamic quantisation."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".onnx"):
+            path = os.path.join(folder, name)
+            quantize_dynamic(path, path + ".int8", weight_type=QuantType.QInt8, per_channel=True)
+            os.replace(path + ".int8", path)
+
+
+def export_onnx(folder, out, *, overwrite: bool = False, check: bool = True, texts=None,
+                tolerance: float = 1e-4, opset: int = 18, int8: bool = False, log=print) -> dict:
+    """Export the model folder `folder` to the folder `out` (module docstring) and, with `check`,
+    run onnxruntime on it against bertlab on real inputs (onnx_check.check_export; `texts` are the
+    inputs, default onnx_check.SAMPLE_TEXTS). A difference beyond `tolerance` is a ValueError and
+    nothing is written. Returns the check's report (max abs differences, tokens compared).
+
+    int8: after the fp32 check, quantise the graphs (quantize_onnx) and report, without failing,
+    how far they are from bertlab's fp32 outputs (report["int8"])."""
+    require_onnx()
+    from ..interop.load import load_model
+    out = os.fspath(out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"{out}: is a file, not a folder (the export is a folder of graphs)")
+    if os.path.exists(out) and not overwrite:
+        raise ValueError(f"{out}: exists; pass overwrite=True (--overwrite) to replace it")
+    make_folder(os.path.dirname(os.path.abspath(out)))  # before the work: a path under a file fails now
+    loaded = load_model(folder)
+    files = graphs_of(loaded)
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    make_folder(tmp)
+    try:
+        for name, (graph, sample, shapes) in files.items():
+            log(f"exporting {name} ({type(graph).__name__})")
+            export_graph(graph, sample, shapes, os.path.join(tmp, name), opset)
+        meta = {**metadata(loaded, folder, files), "int8": int8}
+        atomic_write_text(os.path.join(tmp, "onnx.json"), json.dumps(meta, indent=2) + "\n")
+        report = {}
+        from .onnx_check import check_export
+        if check:  # the fp32 graphs, before any quantisation
+            report = check_export(loaded, tmp, texts=texts, tolerance=tolerance, log=log)
+        if int8:
+            quantize_onnx(tmp)
+            if check:
+                log("int8 graphs against bertlab fp32 (the cost of int8, not an error):")
+                report["int8"] = check_export(loaded, tmp, texts=texts, log=log, strict=False)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.rename(tmp, out)
+    return report
