@@ -12,14 +12,16 @@ from .bert_config import BertConfig
 
 
 class BertEmbeddings(nn.Module):
-    """token + learned position + segment embeddings, summed, then LayerNorm and dropout."""
+    """token + learned position + segment embeddings, summed, then LayerNorm and dropout. Their width
+    is config.embedding_size E when set (ALBERT, ELECTRA: BertModel projects E up to hidden_size)."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        width = config.embedding_size or config.hidden_size
+        self.word_embeddings = nn.Embedding(config.vocab_size, width, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, width)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width)
+        self.norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = NumpyDropout(config.hidden_dropout_prob)
 
     def sum_embeddings(self, input_ids, token_type_ids=None):
@@ -69,6 +71,9 @@ class BertModel(nn.Module):
         super().__init__()
         self.config = config
         self.embeddings = BertEmbeddings(config)
+        width = config.embedding_size or config.hidden_size
+        if width != config.hidden_size:  # factorised embedding: V x E tables, then one E x H projection
+            self.embedding_projection = nn.Linear(width, config.hidden_size)
         self.layers = nn.ModuleList(
             EncoderBlock(config.hidden_size, config.num_attention_heads, config.intermediate_size,
                          dropout=config.hidden_dropout_prob, attention_dropout=config.attention_probs_dropout_prob,
@@ -93,7 +98,7 @@ class BertModel(nn.Module):
         at the end with zeros at the padding; outputs at real positions are those of the padded
         computation."""
         mask, packing = self.padding(attention_mask, buckets=not output_attentions)
-        x = self.embeddings(input_ids, token_type_ids, packing)
+        x = self.embed(input_ids, token_type_ids, packing)
         unpack = packing.unpack if packing is not None else lambda t: t
         hidden_states, attentions = [unpack(x)] if output_hidden_states else None, [] if output_attentions else None
         for layer in self.layers:
@@ -111,7 +116,7 @@ class BertModel(nn.Module):
         away, and the last layer computes only the n positions and [CLS] (its keys and values still
         see every token): the same outputs for less work."""
         mask, packing = self.padding(attention_mask, buckets=True)
-        x = self.embeddings(input_ids, token_type_ids, packing)
+        x = self.embed(input_ids, token_type_ids, packing)
         rows = torch.cat([positions.new_zeros(len(positions), 1), positions], 1)  # [CLS] first, for the pooler
         for layer in self.layers[:-1]:
             x, _ = layer(x, mask, packing=packing)
@@ -121,6 +126,12 @@ class BertModel(nn.Module):
             queries = x.gather(1, rows[..., None].expand(-1, -1, x.size(-1)))
         x, _ = self.layers[-1](x, mask, queries=queries, packing=packing)
         return BertOutput(x[:, 1:], self.pooler(x))
+
+    def embed(self, input_ids, token_type_ids=None, packing=None):
+        """The embeddings' output at hidden_size: through embedding_projection when E != H."""
+        x = self.embeddings(input_ids, token_type_ids, packing)
+        projection = getattr(self, "embedding_projection", None)
+        return x if projection is None else projection(x)
 
     def padding(self, attention_mask, buckets=False):
         """(boolean attention mask, Packing) of a batch; (None, None) when nothing is padding (the

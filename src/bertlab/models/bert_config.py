@@ -21,6 +21,8 @@ class BertConfig(JsonConfig):
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12  # google-research/bert hard-codes 1e-12; HF stores it
     pad_token_id: int = 0
+    # ALBERT / ELECTRA factorised embedding: tables of width E, projected up to H (None: E = H)
+    embedding_size: int | None = None
 
     def __post_init__(self):
         # a config.json with a zero, negative or fractional size would otherwise fail deep inside torch
@@ -32,6 +34,10 @@ class BertConfig(JsonConfig):
             "attention_probs_dropout_prob": validate.fraction, "initializer_range": validate.nonnegative_float,
             "layer_norm_eps": validate.positive_float})
         validate.nonnegative_int("pad_token_id", self.pad_token_id, optional=True)
+        validate.positive_int("embedding_size", self.embedding_size, optional=True)
+        if self.embedding_size is not None and self.embedding_size > self.hidden_size:
+            raise ValueError(f"embedding_size {self.embedding_size} is larger than hidden_size {self.hidden_size}: "
+                             "a factorised embedding projects a smaller E up to H")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of "
                              f"num_attention_heads {self.num_attention_heads}")
@@ -44,6 +50,8 @@ class BertConfig(JsonConfig):
 
     def to_dict(self, hf: bool = True) -> dict:
         d = dataclasses.asdict(self)
+        if d["embedding_size"] is None:  # plain BERT: E = H, and the file stays bert_config.json's
+            d.pop("embedding_size")
         if hf:
             d.update(model_type="bert", architectures=["BertModel"], position_embedding_type="absolute")
         else:  # google-research/bert's bert_config.json has no eps or pad id
