@@ -5,6 +5,8 @@ files and config, picks the loader of its kind and returns one LoadedModel.
     "finetuned"   task.json (what `bertlab finetune` writes)    finetune.folder.load_finetuned
     "translation" translation.json, source_tokenizer/           translation_folder.load_translation_model
     "gpt"         config.json with model_type "gpt2"            hf_gpt2.load_gpt2
+    "electra"     config.json with model_type "electra"         hf_electra.load_electra: the
+                  (ElectraForPreTraining or ElectraForMaskedLM) discriminator or the generator
     "bert"        config.json (model_type "bert") or            pretrained.load_pretrained, the class
                   bert_config.json                              named by config.json's architectures
                   (google-research/bert: and a TF checkpoint,   or, in a google folder, by the heads
@@ -51,9 +53,13 @@ def load_model(folder, device="cpu") -> LoadedModel:
     kind = config.get("model_type", "gpt2" if "n_embd" in config else "bert")
     if kind == "gpt2":
         return _load_gpt(path, device)
+    if kind == "electra":
+        from .hf_electra import load_electra
+        model, tokenizer, report = load_electra(path)
+        return LoadedModel("electra", model.to(device), tokenizer, {"report": report})
     if kind != "bert":
         raise ValueError(f"{path}: config model_type {kind!r} is not a model bertlab reads "
-                         "(bert, gpt2, or a translation or fine-tuned folder bertlab wrote)")
+                         "(bert, electra, gpt2, or a translation or fine-tuned folder bertlab wrote)")
     default = google_architecture(path) if is_google_folder(path) else "BertModel"
     architecture = (config.get("architectures") or [default])[0]
     if architecture == "BertForMaskedLM":
