@@ -108,26 +108,57 @@ def load_state(model, hf_state: dict, source) -> LoadReport:
     return report
 
 
-def load_electra(folder, expect: str | None = None):
-    """(model, tokenizer, report) of an ELECTRA folder; `expect` "discriminator" or "generator"
-    refuses the other kind with an error that says which it is."""
+def electra_role(folder) -> tuple[str, type]:
+    """("discriminator" | "generator", model class) of an ELECTRA folder, from its config.json."""
     from ..io import read_json
-    from .pretrained import load_tokenizer, read_config, resolve
-    folder = resolve(folder)
-    config = read_config(folder)
-    raw = read_json(os.path.join(folder, "config.json"))
+    path = os.path.join(folder, "config.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{folder}: no config.json (an ELECTRA folder holds one, model_type \"electra\")")
+    raw = read_json(path)
     if raw.get("model_type") != "electra":
-        raise ValueError(f"{os.path.join(folder, 'config.json')}: model_type {raw.get('model_type')!r}, not an "
-                         "ELECTRA folder (model_type \"electra\")")
+        raise ValueError(f"{path}: model_type {raw.get('model_type')!r}, not an ELECTRA folder (model_type \"electra\")")
     model_class = ARCHITECTURES[electra_architecture(folder, raw)]
-    role = ROLE[model_class]
+    return ROLE[model_class], model_class
+
+
+def check_role(folder, expect: str | None) -> type:
+    """The folder's model class; a folder of the other role than `expect` is refused, saying which it is."""
+    role, model_class = electra_role(folder)
     if expect is not None and role != expect:
         raise ValueError(f"{folder}: holds the ELECTRA {role} ({model_class.__name__}), but a {expect} is "
                          f"expected here (the {expect} is {'OUT/model' if expect == 'discriminator' else 'OUT/generator'} "
                          "of `bertlab pretrain --objective electra`)")
+    return model_class
+
+
+def load_electra(folder, expect: str | None = None):
+    """(model, tokenizer, report) of an ELECTRA folder; `expect` "discriminator" or "generator"
+    refuses the other kind with an error that says which it is."""
+    from .pretrained import load_tokenizer, read_config, resolve
+    folder = resolve(folder)
+    model_class = check_role(folder, expect)
+    config = read_config(folder)
     model = model_class(config, init_weights=False)
     report = load_state(model, read_state_dict(folder), folder)
     return model.eval(), load_tokenizer(folder, config=config), report
+
+
+def generator_beside(discriminator_folder) -> str:
+    """Where a run puts the generator: OUT/generator beside OUT/model."""
+    return os.path.join(os.path.dirname(os.path.normpath(discriminator_folder)), "generator")
+
+
+def load_electra_configs(discriminator_folder):
+    """(discriminator, generator) configs of a run's OUT/model and OUT/generator, roles checked."""
+    from .pretrained import read_config, resolve
+    folder = resolve(discriminator_folder)
+    check_role(folder, "discriminator")
+    generator = generator_beside(folder)
+    if not os.path.isdir(generator):
+        raise FileNotFoundError(f"{folder}: no generator beside it ({generator}); ELECTRA training continues "
+                                "from a run's OUT/model with its OUT/generator")
+    check_role(generator, "generator")
+    return read_config(folder), read_config(generator)
 
 
 def load_electra_pair(discriminator_folder, generator_folder) -> Electra:

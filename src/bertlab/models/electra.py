@@ -118,6 +118,43 @@ class Electra(nn.Module):
         self.generator = ElectraForMaskedLM(generator, init_weights)
         self.generator.share_embeddings(self.discriminator.electra.embeddings)
 
+    def forward(self, input_ids, token_type_ids, attention_mask, masked_lm_positions, masked_lm_ids,
+                masked_lm_weights, sampling_generator: torch.Generator | None = None):
+        """One joint step on a masked batch: (generator logits at the masked positions (batch, n,
+        vocab); discriminator logits at the real positions, flattened (tokens,); their labels, 1 =
+        replaced). The replacements are sampled from the generator's softmax without gradient."""
+        logits = self.generator(input_ids, token_type_ids, attention_mask, masked_lm_positions)
+        with torch.no_grad():
+            sampled = sample(logits, sampling_generator)
+            original, corrupted = replace_tokens(input_ids, masked_lm_positions, masked_lm_ids,
+                                                 masked_lm_weights, sampled)
+        real = attention_mask.bool()
+        hidden = self.discriminator.electra(corrupted, token_type_ids, attention_mask).sequence_output[real]
+        # the head at the real positions only: no work on the padding
+        return logits, self.discriminator.discriminator(hidden), replaced_labels(original, corrupted)[real]
+
+
+def replace_tokens(input_ids, positions, original_ids, weights, sampled):
+    """(original, corrupted) input ids: the masked positions (those with weight 1) restored to the
+    original tokens, and filled with the generator's samples. The unused prediction slots (weight 0,
+    position 0) write back what is there already, so [CLS] is never touched."""
+    real = weights > 0
+    original = input_ids.scatter(1, positions, torch.where(real, original_ids, input_ids.gather(1, positions)))
+    corrupted = original.scatter(1, positions, torch.where(real, sampled, original.gather(1, positions)))
+    return original, corrupted
+
+
+def replaced_labels(original, corrupted):
+    """1 where the discriminator's input differs from the original, else 0: a sampled token equal to
+    the original is labelled original, as in the paper."""
+    return (corrupted != original).long()
+
+
+def sample(logits, generator: torch.Generator | None = None):
+    """One token per position from softmax(logits) (batch, n, vocab) -> (batch, n); no gradient."""
+    probs = F.softmax(logits.detach().float(), dim=-1)
+    return torch.multinomial(probs.flatten(0, 1), 1, generator=generator).view(probs.shape[:-1])
+
 
 SHARED_FIELDS = ("vocab_size", "max_position_embeddings", "type_vocab_size", "pad_token_id")
 

@@ -157,9 +157,13 @@ class MaskedLMPretraining(Objective):
             self.baseline = most_frequent_token_baseline(self.phases[0].data, self.eval_data, s.eval_instances)
         self.find_unused_parameters = not all(p.nsp for p in self.phases)  # MLM only: the NSP head gets no gradient
         self.current, self.parts, self.tokens = self.phases[0], [], 0
-        model = BertForPreTraining(s.model).to(run.device)
-        if s.init_from:
-            self._init_from(model, s.init_from)
+        return self.build_model().to(run.device)
+
+    def build_model(self):
+        """BertForPreTraining, from --init-from's weights where given (ELECTRA builds its pair instead)."""
+        model = BertForPreTraining(self.s.model)
+        if self.s.init_from:
+            self._init_from(model, self.s.init_from)
         return model
 
     def _phases(self) -> list[Phase]:
