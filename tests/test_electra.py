@@ -209,3 +209,12 @@ def test_clear_errors(folders, tmp_path, capsys):
     # mixed tables cannot be shared
     with pytest.raises(ValueError, match="vocab_size is 61 in the generator"):
         Electra(DISC, dataclasses.replace(GEN, vocab_size=61))
+
+
+def test_samples_follow_the_generators_softmax():
+    from bertlab.models.electra import sample
+    logits = torch.tensor([[[2.0, 0.5, -1e9, 0.0, 1.0]]])
+    draws = sample(logits.expand(40000, 1, 5).contiguous(), torch.Generator().manual_seed(0)).view(-1)
+    freq = torch.bincount(draws, minlength=5).float() / len(draws)
+    torch.testing.assert_close(freq, torch.softmax(logits[0, 0], -1), atol=0.01, rtol=0)
+    assert freq[2] == 0  # a token the generator rules out is never drawn

@@ -151,9 +151,16 @@ def replaced_labels(original, corrupted):
 
 
 def sample(logits, generator: torch.Generator | None = None):
-    """One token per position from softmax(logits) (batch, n, vocab) -> (batch, n); no gradient."""
-    probs = F.softmax(logits.detach().float(), dim=-1)
-    return torch.multinomial(probs.flatten(0, 1), 1, generator=generator).view(probs.shape[:-1])
+    """One token per position from softmax(logits) (batch, n, vocab) -> (batch, n); no gradient.
+
+    By the inverse of the cumulative distribution: the first token whose cumulative probability
+    exceeds a uniform draw. torch.multinomial draws an exponential for every vocabulary entry
+    instead, and on a CPU that took 28% of an ELECTRA step (vocabulary 8,000, 640 positions)."""
+    cdf = F.softmax(logits.detach().float(), dim=-1).flatten(0, 1).cumsum(-1)
+    draw = torch.rand(cdf.size(0), 1, generator=generator, device=cdf.device) * cdf[:, -1:]
+    # right=True: a draw of exactly 0 still lands on a token with probability > 0
+    tokens = torch.searchsorted(cdf, draw, right=True).clamp_(max=cdf.size(1) - 1)
+    return tokens.view(logits.shape[:-1])
 
 
 SHARED_FIELDS = ("vocab_size", "max_position_embeddings", "type_vocab_size", "pad_token_id")
