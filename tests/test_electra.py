@@ -4,7 +4,6 @@ engine (the losses fall, kill -9 then --resume is exact, the export is what fine
 the errors a user meets."""
 import dataclasses
 import json
-import os
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ from bertlab.interop.folder import read_state_dict
 from bertlab.interop.hf_electra import load_state, save_electra
 from bertlab.interop.load import load_model
 from bertlab.models import BertConfig
-from bertlab.models.electra import Electra, ElectraForMaskedLM, ElectraForPreTraining, replace_tokens, replaced_labels
+from bertlab.models.electra import Electra, replace_tokens, replaced_labels
 from bertlab.pretraining.shards import PretrainingData
 from engine_checks import kill_9_then_resume
 from pretraining_data import TINY, make_folders, train_records
