@@ -2,10 +2,19 @@
 (AlbertForPreTraining): same config, same batches of real English text, same optimizer; sequence
 length 128, 20 masked positions.
 
-    python benchmarks/bench_pretrain.py [--config small|base|both|albert-small|albert-base|albert]
+    python benchmarks/bench_pretrain.py [--config small|base|both|albert-small|albert-base|albert|
+                                        electra-small]
                                         [--steps 6] [--warmup 2] [--repeat 3]
                                         [--threads 2] [--precision fp32|bf16] [--optimizer fused|foreach]
                                         [--device cpu|cuda] [--batch-size N]
+
+--config electra-small times ELECTRA's joint step instead (docs/electra.md): the ELECTRA-Small
+discriminator (L=12, H=256, A=4, I=1024, E=128) and a generator of half its width (H=128, A=2,
+I=512, E=128; the figures in docs/electra.md were measured with it) sharing the embeddings, batch 16. bertlab: Electra +
+electra_loss (the generator's head at the masked positions, the discriminator's at the real ones).
+HF: ElectraForMaskedLM and ElectraForPreTraining with their embeddings shared, called with `labels`
+(the generator's decoder at all positions, as HF does), samples from the generator's softmax at the
+masked positions, loss = MLM + 50 x discriminator loss.
 
 Configs: BERT-small (L=4, H=256, A=4, I=1024) at batch 32 and BERT-base (L=12, H=768, A=12,
 I=3072) at batch 8, both from scratch with the bert-base-uncased vocabulary (30,522 pieces).
@@ -63,9 +72,12 @@ SEQ, PREDICTIONS = 128, 20
 CONFIGS = {"small": ({"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
                       "intermediate_size": 1024}, 32),
            "base": ({"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-                     "intermediate_size": 3072}, 8)}
+                     "intermediate_size": 3072}, 8),
+           # the discriminator; ELECTRA_GENERATOR is its generator
+           "electra-small": ({"hidden_size": 256, "num_hidden_layers": 12, "num_attention_heads": 4,
+                              "intermediate_size": 1024, "embedding_size": 128}, 16)}
 CONFIGS.update({f"albert-{name}": ({**sizes, "embedding_size": 128}, batch)
-                for name, (sizes, batch) in list(CONFIGS.items())})
+                for name, (sizes, batch) in list(CONFIGS.items()) if name in ("small", "base")})
 GROUPS = {"both": ["small", "base"], "albert": ["albert-small", "albert-base"]}
 
 
@@ -76,6 +88,10 @@ def is_albert(config: str) -> bool:
 def albert_config(overrides: dict):
     from bertlab.models import AlbertConfig
     return AlbertConfig(vocab_size=30522, **overrides)
+
+
+ELECTRA_GENERATOR = {"hidden_size": 128, "num_hidden_layers": 12, "num_attention_heads": 2, "intermediate_size": 512,
+                     "embedding_size": 128}
 
 
 def step_flops(config: str, batch: int, vocab: int = 30522) -> float:
@@ -145,7 +161,9 @@ def build_side(side: str, config_name: str, optimizer: str, device: str = "cpu")
     torch.manual_seed(0)
     if is_albert(config_name):
         return _build_albert(side, overrides, optimizer, device)
-    if side == "bertlab":
+    if config_name.startswith("electra"):
+        model, groups, step_loss = build_electra(side, overrides)
+    elif side == "bertlab":
         from bertlab.models.bert import BertForPreTraining
         from bertlab.models.bert_config import BertConfig
         from bertlab.pretraining.loss import pretraining_loss
@@ -201,6 +219,41 @@ def _build_albert(side: str, overrides: dict, optimizer: str, device: str):
                      token_type_ids=batch["token_type_ids"], labels=batch["labels"],
                      sentence_order_label=batch["next_sentence_labels"]).loss
     return model, _adamw(model, groups, optimizer, device), step_loss
+
+
+def build_electra(side: str, overrides: dict):
+    """(model, parameter groups, step_loss) of ELECTRA's joint step on one side."""
+    import torch
+    if side == "bertlab":
+        from bertlab.models.bert_config import BertConfig
+        from bertlab.models.electra import Electra
+        from bertlab.pretraining.electra import electra_loss
+        from bertlab.training.optim import param_groups
+        model = Electra(BertConfig(vocab_size=30522, **overrides), BertConfig(vocab_size=30522, **ELECTRA_GENERATOR))
+        return model, param_groups(model, 0.01), lambda batch: electra_loss(model, batch)[0]
+    import transformers
+    from bertlab.models.electra import replace_tokens, sample  # the same sampling on both sides
+    generator = transformers.ElectraForMaskedLM(transformers.ElectraConfig(vocab_size=30522, **ELECTRA_GENERATOR))
+    discriminator = transformers.ElectraForPreTraining(transformers.ElectraConfig(vocab_size=30522, **overrides))
+    generator.electra.embeddings = discriminator.electra.embeddings  # shared, as the paper's ELECTRA
+    generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
+    model = torch.nn.ModuleDict({"generator": generator, "discriminator": discriminator})
+    no_decay = {id(p) for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n}
+    groups = [{"params": [p for p in model.parameters() if id(p) not in no_decay], "weight_decay": 0.01},
+              {"params": [p for p in model.parameters() if id(p) in no_decay], "weight_decay": 0.0}]
+
+    def step_loss(batch):
+        out = generator(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                        token_type_ids=batch["token_type_ids"], labels=batch["labels"])
+        positions = batch["masked_lm_positions"]
+        at_masked = out.logits.gather(1, positions[..., None].expand(-1, -1, out.logits.size(-1)))
+        with torch.no_grad():
+            original, corrupted = replace_tokens(batch["input_ids"], positions, batch["masked_lm_ids"],
+                                                 batch["masked_lm_weights"], sample(at_masked))
+        disc = discriminator(input_ids=corrupted, attention_mask=batch["attention_mask"],
+                             token_type_ids=batch["token_type_ids"], labels=(corrupted != original).long())
+        return out.loss + 50.0 * disc.loss
+    return model, groups, step_loss
 
 
 def hf_labels(batch):
@@ -262,7 +315,8 @@ def run_side(side: str, config: str, folder: str, args) -> dict:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", choices=["small", "base", "both", "albert-small", "albert-base", "albert"],
+    parser.add_argument("--config", choices=["small", "base", "both", "albert-small", "albert-base", "albert",
+                                             "electra-small"],
                         default="both", help="both = small and base; albert = albert-small and albert-base")
     parser.add_argument("--steps", type=int, default=6, help="timed steps per run (default 6)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
@@ -310,8 +364,11 @@ def main():
                           f"{res['tokens_per_step'] / res['seconds']:,.0f} tokens/s, peak "
                           f"{res['peak_mb']:,.0f} MB, losses {[round(x, 2) for x in res['losses']]}", flush=True)
             batch = batch_size_for(config, args.batch_size)
-            model_name = "ALBERT-" + config[len("albert-"):] if is_albert(config) else f"BERT-{config}"
-            peer = "HF AlbertForPreTraining" if is_albert(config) else "HF BertForPreTraining"
+            electra = config.startswith("electra")
+            model_name = "ALBERT-" + config[len("albert-"):] if is_albert(config) else "ELECTRA-Small" if electra \
+                else f"BERT-{config}"
+            peer = "HF AlbertForPreTraining" if is_albert(config) else \
+                "HF ElectraForPreTraining + ElectraForMaskedLM" if electra else "HF BertForPreTraining"
             work = f"{model_name} pretrain step, batch {batch} x {SEQ}, {args.precision}"
             rows = [Row(work, peer, batch * SEQ, "tokens/s", [x["seconds"] for x in results["hf"]]),
                     Row(work, "bertlab", batch * SEQ, "tokens/s", [x["seconds"] for x in results["bertlab"]])]
@@ -320,7 +377,8 @@ def main():
             for side, name in (("hf", peer), ("bertlab", "bertlab")):
                 sec = statistics.median(x["seconds"] for x in results[side])
                 mb = statistics.median(x["peak_mb"] for x in results[side])
-                mfu = f", MFU {step_flops(config, batch) / sec / 1e12 / peak:.1%} of {peak:g} TFLOP/s" if peak else ""
+                mfu = (f", MFU {step_flops(config, batch) / sec / 1e12 / peak:.1%} of {peak:g} TFLOP/s"
+                       if peak and not electra else "")
                 print(f"  {name}: {sec:.4f} s/step (median of {args.repeat} runs), {memory} {mb:,.0f} MB{mfu}")
             print(f"  batches: width {results['hf'][0]['width']}, "
                   f"{results['hf'][0]['padded_share']:.1%} padding positions", flush=True)

@@ -1,9 +1,11 @@
-"""bertlab pretrain: masked-LM + next-sentence pretraining of BERT on create-pretraining-data shards."""
+"""bertlab pretrain: masked-LM + next-sentence pretraining of BERT (or ELECTRA's replaced-token
+detection, --objective electra) on create-pretraining-data shards."""
 import argparse
 import sys
 
 from ..models.albert_config import ALBERT_PRESETS
-from .args import add_run_arguments, fraction_below_one, nonnegative_float, nonnegative_int, positive_int
+from .args import (add_run_arguments, fraction_below_one, nonnegative_float, nonnegative_int, positive_fraction,
+                   positive_int)
 
 EXAMPLE = """examples:
   bertlab pretrain --data shards128 --eval-data heldout128 --out runs/small --preset small --max-minutes 60
@@ -12,11 +14,14 @@ EXAMPLE = """examples:
   bertlab pretrain --data shards128 --out runs/small --resume      # continue exactly where it stopped
   bertlab pretrain --data albert_shards --out runs/albert --recipe albert   # ALBERT-base, SOP, LAMB
   bertlab pretrain --data albert_shards --out runs/albert --config albert_config.json   # any ALBERT size
+  bertlab pretrain --objective electra --data shards128 --eval-data heldout128 --out runs/electra --preset small
   bertlab pretrain --data shards64 --out runs/nezha --preset tiny --position-embedding-type nezha
 
 OUT gets checkpoint.pt (for --resume), metrics.jsonl, curves.png, summary.json and model/ (HF
 format: config.json with architectures BertForPreTraining (AlbertForPreTraining), model.safetensors, vocab.txt,
-tokenizer_config.json), which `bertlab finetune --model OUT/model` starts from."""
+tokenizer_config.json), which `bertlab finetune --model OUT/model` starts from. With --objective
+electra, OUT/model is the ELECTRA discriminator (ElectraForPreTraining; fine-tune it the same way)
+and OUT/generator the generator (ElectraForMaskedLM); see docs/electra.md."""
 
 
 def add_parser(subparsers):
@@ -58,6 +63,19 @@ def add_parser(subparsers):
     g.add_argument("--span-boundary", action="store_true",
                    help="add SpanBERT's span-boundary objective: each masked piece predicted again from its span's "
                         "two boundary outputs and its position in the span (data made with --masking span)")
+    g = p.add_argument_group("objective")
+    g.add_argument("--objective", choices=["bert", "electra"], default="bert",
+                   help="bert: masked LM (+ next sentence; the default); electra: a small generator fills the masked "
+                        "positions and the model (the discriminator) learns which tokens were replaced, at every "
+                        "position (Clark et al. 2020)")
+    g.add_argument("--embedding-size", metavar="E", type=positive_int,
+                   help="electra: width of the shared embedding tables, projected up to the hidden size "
+                        "(default half the --preset's width, as ELECTRA-Small's 128 of 256)")
+    g.add_argument("--generator-size", metavar="F", type=positive_fraction,
+                   help="electra: the generator's width (hidden, heads, feed-forward) as a share of the "
+                        "discriminator's (default 0.25, ELECTRA-Small's; the paper finds 1/4 to 1/2 best)")
+    g.add_argument("--disc-weight", metavar="W", type=nonnegative_float,
+                   help="electra: the weight of the discriminator's loss against the generator's MLM loss (default 50)")
     g = p.add_argument_group("optimisation")
     g.add_argument("--optimizer", choices=["adamw", "lamb"], default=None,
                    help="adamw (BERT's: weight decay 0.01 except LayerNorm/bias, eps 1e-6; default) or lamb")
@@ -76,6 +94,7 @@ def add_parser(subparsers):
 
 
 def run(args):
+    from ..pretraining.electra import report as electra_report
     from ..pretraining.job import pretrain_job, recipe_settings
     from ..pretraining.trainer import report
     from ..training.distributed import is_main_process
@@ -84,7 +103,8 @@ def run(args):
     summary = pretrain_job(
         args.data, args.out, preset=chosen["preset"], config=args.config, init_from=args.init_from, resume=args.resume,
         overwrite=args.overwrite, position_embedding_type=args.position_embedding_type,
-        span_boundary=args.span_boundary, data_512=args.data_512, phase2_fraction=args.phase2_fraction,
+        span_boundary=args.span_boundary, objective=args.objective, embedding_size=args.embedding_size,
+        generator_size=args.generator_size, disc_weight=args.disc_weight, data_512=args.data_512, phase2_fraction=args.phase2_fraction,
         eval_data=args.eval_data, batch_size=args.batch_size, phase2_batch_size=args.phase2_batch_size,
         grad_accum=args.grad_accum, optimizer=chosen["optimizer"], lr=args.lr,
         warmup=args.warmup if args.warmup is not None else max(1, round(0.01 * args.max_steps)),
@@ -93,4 +113,4 @@ def run(args):
         save_every=args.save_every, seed=args.seed, device=args.device, precision=args.precision,
         sharding=args.sharding, compile=args.compile, progress=not args.quiet)
     if is_main_process():
-        print(report(summary, args.out), file=sys.stderr)
+        print((electra_report if args.objective == "electra" else report)(summary, args.out), file=sys.stderr)

@@ -83,7 +83,11 @@ def _rename_prefixed(key, fn):
 
 def init_from_state_dict(model, hf_state: dict) -> LoadReport:
     """Copy every checkpoint tensor whose name and shape match a model parameter; report the rest
-    (model names for initialised and new tensors, checkpoint names for unused ones)."""
+    (model names for initialised and new tensors, checkpoint names for unused ones). An ELECTRA
+    checkpoint gives its discriminator's (or generator's) encoder, as fine-tuning wants it."""
+    from .hf_electra import as_bert_state, is_electra_state  # hf_electra builds on this module's table
+    if is_electra_state(hf_state):
+        hf_state = as_bert_state(hf_state)
     report, ours = LoadReport(), _to_our_names(model, hf_state)
     own = model.state_dict()
     with torch.no_grad():

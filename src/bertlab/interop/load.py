@@ -7,6 +7,8 @@ files and config, picks the loader of its kind and returns one LoadedModel.
     "gpt"         config.json with model_type "gpt2"            hf_gpt2.load_gpt2
     "albert"      config.json with model_type "albert"          hf_albert.load_albert (AlbertModel or
                                                                 AlbertForPreTraining, by architectures)
+    "electra"     config.json with model_type "electra"         hf_electra.load_electra: the
+                  (ElectraForPreTraining or ElectraForMaskedLM) discriminator or the generator
     "bert"        config.json (model_type "bert") or            pretrained.load_pretrained, the class
                   bert_config.json                              named by config.json's architectures
                   (google-research/bert: and a TF checkpoint,   or, in a google folder, by the heads
@@ -57,9 +59,13 @@ def load_model(folder, device="cpu") -> LoadedModel:
         from .hf_albert import load_albert
         model, tokenizer, report = load_albert(path)
         return LoadedModel("albert", model.to(device), tokenizer, {"report": report})
+    if kind == "electra":
+        from .hf_electra import load_electra
+        model, tokenizer, report = load_electra(path)
+        return LoadedModel("electra", model.to(device), tokenizer, {"report": report})
     if kind != "bert":
         raise ValueError(f"{path}: config model_type {kind!r} is not a model bertlab reads "
-                         "(bert, albert, gpt2, or a translation or fine-tuned folder bertlab wrote)")
+                         "(bert, albert, electra, gpt2, or a translation or fine-tuned folder bertlab wrote)")
     default = google_architecture(path) if is_google_folder(path) else "BertModel"
     architecture = (config.get("architectures") or [default])[0]
     if architecture == "BertForMaskedLM":

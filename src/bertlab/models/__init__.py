@@ -10,6 +10,7 @@ _EXPORTS = {
     ".bert_config": ["BertConfig"],
     ".bert_tasks": ["BertForMultipleChoice", "BertForQuestionAnswering", "BertForSequenceClassification",
                     "BertForTokenClassification"],
+    ".electra": ["Electra", "ElectraForMaskedLM", "ElectraForPreTraining"],
     ".gpt": ["GPT"],
     ".gpt_config": ["GPTConfig"],
 }

@@ -29,6 +29,9 @@ class AlbertConfig(BertConfig):
     def __post_init__(self):
         super().__post_init__()
         validate.fraction("classifier_dropout_prob", self.classifier_dropout_prob)
+        if self.embedding_size is not None and self.embedding_size > self.hidden_size:
+            raise ValueError(f"embedding_size {self.embedding_size} is larger than hidden_size {self.hidden_size}: "
+                             "ALBERT's factorised embedding projects a smaller E up to H")
         if self.embedding_size is None or self.embedding_size == self.hidden_size:
             raise ValueError(f"embedding_size {self.embedding_size} with hidden_size {self.hidden_size}: bertlab's "
                              "ALBERT needs a factorised embedding, embedding_size smaller than hidden_size")

@@ -14,7 +14,8 @@ from .bert_config import BertConfig
 
 class BertEmbeddings(nn.Module):
     """token + learned position + segment embeddings, summed, then LayerNorm and dropout; E wide
-    (config.embedding_size, the factorised embedding of ALBERT and ELECTRA) or else H wide.
+    (config.embedding_size, the factorised embedding of ALBERT and ELECTRA: BertModel projects E to
+    hidden_size) or else H wide.
 
     With relative positions (config.position_embedding_type) attention carries the positions and
     no absolute position is added; relative_key(_query) keep the unused table as HF does (its
@@ -82,7 +83,8 @@ class BertModel(nn.Module):
         self.config = config
         self.embeddings = BertEmbeddings(config)
         if (config.embedding_size or config.hidden_size) != config.hidden_size:
-            # factorised embedding: V x E tables + an E x H projection instead of V x H (ALBERT, sec. 3.1)
+            # factorised embedding: V x E tables + an E x H projection instead of V x H (ALBERT, sec. 3.1;
+            # ELECTRA's small generators project a larger E down to their H)
             self.embedding_projection = nn.Linear(config.embedding_size, config.hidden_size)
         # one block per group of shared layers (config.num_hidden_groups), else one per layer
         d_head = config.hidden_size // config.num_attention_heads
@@ -154,8 +156,8 @@ class BertModel(nn.Module):
         n, groups = self.config.num_hidden_layers, len(self.layers)
         return list(self.layers) if groups == n else [self.layers[i * groups // n] for i in range(n)]
 
-    def embed(self, input_ids, token_type_ids, packing):
-        """The embeddings, projected from E up to H when the embedding is factorised."""
+    def embed(self, input_ids, token_type_ids=None, packing=None):
+        """The embeddings, projected from E to H when the embedding is factorised."""
         x = self.embeddings(input_ids, token_type_ids, packing)
         projection = getattr(self, "embedding_projection", None)
         return x if projection is None else projection(x)

@@ -21,7 +21,7 @@ class BertConfig(JsonConfig):
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12  # google-research/bert hard-codes 1e-12; HF stores it
     pad_token_id: int = 0
-    # The factorised embedding (ALBERT, ELECTRA): tables E wide, projected up to H; None means E = H.
+    # The factorised embedding (ALBERT, ELECTRA): tables E wide, projected to H; None means E = H.
     embedding_size: int | None = None
     # Cross-layer parameter sharing (ALBERT): the layers fall into this many groups, each group one
     # set of weights run by all its layers (1: one layer's weights run num_hidden_layers times);
@@ -45,9 +45,6 @@ class BertConfig(JsonConfig):
         validate.positive_int("embedding_size", self.embedding_size, optional=True)
         validate.check_number("num_hidden_groups", self.num_hidden_groups, integer=True, minimum=1,
                               maximum=self.num_hidden_layers, optional=True)
-        if self.embedding_size is not None and self.embedding_size > self.hidden_size:
-            raise ValueError(f"embedding_size {self.embedding_size} is larger than hidden_size {self.hidden_size}: "
-                             "a factorised embedding projects a smaller E up to H")
         validate.positive_int("max_relative_position", self.max_relative_position)
         kinds = ("absolute", "relative_key", "relative_key_query", "nezha")
         if self.position_embedding_type not in kinds:

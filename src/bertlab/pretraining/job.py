@@ -9,6 +9,8 @@ from ..models import AlbertConfig, BertConfig
 from ..training.checkpoint import check_resume
 from .trainer import PretrainSettings, open_shards, preset_config, train_pretraining
 
+OBJECTIVES = ("bert", "electra")
+
 
 def pretraining_config(data, preset=None, config=None, init_from=None, position_embedding_type=None) -> BertConfig:
     """The model: `init_from`'s (a BERT or ALBERT folder or name), the `config` file's (config.json /
@@ -52,13 +54,31 @@ def _model_type(path) -> str | None:
 
 
 def pretrain_job(data, out, *, preset=None, config=None, init_from=None, resume=False, overwrite=False,
-                 position_embedding_type=None, **settings) -> dict:
+                 position_embedding_type=None, objective="bert", embedding_size=None, generator_size=None,
+                 disc_weight=None, **settings) -> dict:
     """Pretrain BERT on the shard folder `data` into the run folder `out`, the model as
     pretraining_config chooses it (`init_from` also gives the starting weights), with the other
     PretrainSettings fields given as keywords (data_512, eval_data, max_steps, lr, ...). A run
     already in OUT is replaced only with `overwrite`, continued only with `resume`. Returns the
-    summary (also OUT/summary.json); trainer.report words it."""
+    summary (also OUT/summary.json); trainer.report words it.
+
+    objective="electra" trains ELECTRA instead (pretraining/electra.py): the config chosen is the
+    discriminator's, with `embedding_size` E (default half its width, as ELECTRA-Small's 128 of
+    256), and the generator `generator_size` times as wide (default 0.25); `disc_weight` (50)."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; choose one of {OBJECTIVES}")
+    if objective == "electra" and settings.get("span_boundary"):
+        raise ValueError("the span-boundary objective adds a head to BERT's masked LM; ELECTRA's generator has none")
+    if objective == "bert" and (embedding_size, generator_size, disc_weight) != (None, None, None):
+        raise ValueError("embedding size, generator size and discriminator weight are ELECTRA's settings: "
+                         "give them with objective electra")
     check_resume(out, resume, overwrite)
-    s = PretrainSettings(data=data, out=out, model=pretraining_config(data, preset, config, init_from, position_embedding_type),
-                         init_from=resolve(init_from) if init_from else None, resume=resume, **settings)
-    return train_pretraining(s)
+    model = pretraining_config(data, preset, config, init_from, position_embedding_type)
+    common = dict(data=data, out=out, init_from=resolve(init_from) if init_from else None, resume=resume, **settings)
+    if objective == "bert":
+        return train_pretraining(PretrainSettings(model=model, **common))
+    from .electra import ElectraSettings, electra_configs, train_electra
+    discriminator, generator = electra_configs(model, init_from, embedding_size, generator_size,
+                                               fresh=not (init_from or config))
+    extra = {} if disc_weight is None else {"disc_weight": disc_weight}
+    return train_electra(ElectraSettings(model=discriminator, generator=generator, **extra, **common))

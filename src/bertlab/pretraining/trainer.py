@@ -170,6 +170,12 @@ class MaskedLMPretraining(Objective):
             self.baseline = most_frequent_token_baseline(self.phases[0].data, self.eval_data, s.eval_instances)
         self.find_unused_parameters = not all(p.nsp for p in self.phases)  # MLM only: the NSP head gets no gradient
         self.current, self.parts, self.tokens = self.phases[0], [], 0
+        return self.build_model().to(run.device)
+
+    def build_model(self):
+        """BertForPreTraining (ALBERT's, or with SpanBERT's span-boundary head), from --init-from's
+        weights where given (ELECTRA builds its pair instead)."""
+        s = self.s
         if s.span_boundary:
             if is_albert(s.model):
                 raise ValueError("--span-boundary adds SpanBERT's head to a BERT model; ALBERT has none")
@@ -177,9 +183,9 @@ class MaskedLMPretraining(Objective):
                 if not phase.data.span_boundaries:
                     raise ValueError(f"{phase.data.folder}: holds no span boundaries; the span-boundary objective "
                                      "needs data made by create-pretraining-data --masking span (or ernie)")
-            model = BertForSpanBoundaryPreTraining(s.model).to(run.device)
+            model = BertForSpanBoundaryPreTraining(s.model)
         else:
-            model = (AlbertForPreTraining if is_albert(s.model) else BertForPreTraining)(s.model).to(run.device)
+            model = (AlbertForPreTraining if is_albert(s.model) else BertForPreTraining)(s.model)
         if s.init_from:
             self._init_from(model.pretraining if s.span_boundary else model, s.init_from)
         return model
