@@ -1,0 +1,160 @@
+"""UniLM: the three self-attention masks, BertModel under a full mask, decoding with the shared
+greedy and beam search against full recomputation, the objectives on the engine, and the bad input
+of pair files."""
+import pytest
+import torch
+
+from bertlab.core import causal_mask, left_to_right_mask, padding_mask, seq2seq_mask
+from bertlab.inference.translate import beam_search, greedy_decode
+from bertlab.models import BertConfig, BertForPreTraining
+from bertlab.models.unilm import UniLMSeq2Seq
+
+PAD, CLS, SEP, MASK = 0, 1, 2, 3
+
+
+def tiny_config(**kw):
+    return BertConfig(**{"vocab_size": 40, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+                         "intermediate_size": 64, "max_position_embeddings": 40, "hidden_dropout_prob": 0.0,
+                         "attention_probs_dropout_prob": 0.0, **kw})
+
+
+# ---- the three masks ---------------------------------------------------------------------------
+
+def test_seq2seq_mask_is_bidirectional_on_the_source_and_causal_on_the_target():
+    types = torch.tensor([[0, 0, 0, 1, 1, 1, 1]])  # [CLS] s [SEP] | t t t [SEP]
+    m = seq2seq_mask(types)[0, 0]
+    S, T = 3, 4
+    assert torch.equal(m[:S, :S], torch.ones(S, S, dtype=torch.bool))      # source: bidirectional
+    assert not m[:S, S:].any()                                               # source never sees the target
+    assert torch.equal(m[S:, :S], torch.ones(T, S, dtype=torch.bool))      # target sees the whole source
+    assert torch.equal(m[S:, S:], causal_mask(T))                            # target: causal
+    expected = torch.tensor([[1, 1, 1, 0, 0, 0, 0]] * 3 + [[1, 1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 0, 0],
+                                                           [1, 1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1, 1]]).bool()
+    assert torch.equal(m, expected)
+
+
+def test_masks_hide_padding_keys_from_every_query():
+    types = torch.tensor([[0, 0, 1, 1, 0], [0, 0, 0, 1, 1]])
+    attn = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
+    m = seq2seq_mask(types, attn)
+    assert m.shape == (2, 1, 5, 5) and not m[0, 0, :, 4].any()
+    assert torch.equal(m[1, 0], seq2seq_mask(types[1:])[0, 0])
+    lr = left_to_right_mask(attn)
+    assert torch.equal(lr[1, 0], causal_mask(5)) and not lr[0, 0, :, 4].any()
+    assert torch.equal(lr[0, 0, :, :4], causal_mask(5)[:, :4])
+    # bidirectional is the padding mask: every query sees every real key
+    assert torch.equal(padding_mask(attn).expand(2, 1, 5, 5)[0, 0], attn[0].bool().expand(5, 5))
+
+
+def test_a_target_free_sequence_under_seq2seq_is_bidirectional_and_all_target_is_left_to_right():
+    attn = torch.ones(1, 6, dtype=torch.long)
+    assert seq2seq_mask(torch.zeros(1, 6, dtype=torch.long)).all()
+    assert torch.equal(seq2seq_mask(torch.ones(1, 6, dtype=torch.long)), left_to_right_mask(attn))
+
+
+# ---- BertModel under a full mask ---------------------------------------------------------------
+
+def test_bert_with_a_full_padding_mask_equals_its_padding_mask_path():
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny_config()).eval()
+    ids = torch.randint(4, 40, (3, 9))
+    attn = torch.ones(3, 9, dtype=torch.long)
+    attn[0, 6:], attn[2, 4:] = 0, 0
+    full = padding_mask(attn).expand(3, 1, 9, 9)
+    with torch.no_grad():
+        a = model.bert(ids, None, attn).sequence_output  # the packed fast path
+        b = model.bert(ids, None, full).sequence_output  # the plain path with the same mask, full
+    real = attn.bool()
+    torch.testing.assert_close(a[real], b[real], rtol=1e-5, atol=1e-5)
+
+
+def test_forward_at_under_a_full_mask_equals_forward():
+    torch.manual_seed(1)
+    model = BertForPreTraining(tiny_config()).eval()
+    ids, types = torch.randint(4, 40, (2, 8)), torch.tensor([[0] * 4 + [1] * 4, [0] * 5 + [1] * 3])
+    mask = seq2seq_mask(types)
+    positions = torch.tensor([[1, 5, 7], [0, 6, 7]])
+    with torch.no_grad():
+        everywhere = model.mlm(model.bert(ids, types, mask).sequence_output)
+        at, _ = model(ids, types, mask, positions)
+    torch.testing.assert_close(at, everywhere.gather(1, positions[..., None].expand(-1, -1, 40)))
+    # and the mask matters: the source's outputs do not depend on the target, the target's do
+    changed = ids.clone()
+    changed[:, 7] = 4 + (ids[:, 7] - 3) % 36
+    with torch.no_grad():
+        other = model.bert(changed, types, mask).sequence_output
+    torch.testing.assert_close(other[0, :4], model.bert(ids, types, mask).sequence_output[0, :4])
+    assert not torch.allclose(other[0, 7], model.bert(ids, types, mask).sequence_output[0, 7])
+
+
+# ---- decoding with the shared greedy and beam search -------------------------------------------
+
+class FullRecomputation(UniLMSeq2Seq):
+    """The slow reference: every step runs BertModel over [CLS] source [SEP] target [MASK] under
+    seq2seq_mask, from the token ids (no keys or values kept from anything)."""
+
+    def encode(self, src):
+        return src, (src != PAD).long()
+
+    def decode(self, tokens, memory, src_mask, cache=None, last_only=True):
+        assert cache is None
+        rows = [memory[r][src_mask[r].bool()].tolist() + tokens[r, 1:].tolist() + [MASK] for r in range(len(tokens))]
+        n = max(map(len, rows))
+        ids = torch.tensor([r + [PAD] * (n - len(r)) for r in rows])
+        attn = (torch.arange(n)[None] < torch.tensor([len(r) for r in rows])[:, None]).long()
+        types = (torch.arange(n)[None] >= src_mask.sum(1, keepdim=True)).long() * attn
+        out = self.model.bert(ids, types, seq2seq_mask(types, attn)).sequence_output
+        last = out[torch.arange(len(rows)), attn.sum(1) - 1]
+        return self.model.mlm(last[:, None])
+
+
+def sources():
+    g = torch.Generator().manual_seed(3)
+    lengths = [5, 3, 7, 4]
+    src = torch.full((4, 9), PAD)
+    for r, n in enumerate(lengths):
+        src[r, :n + 2] = torch.tensor([CLS, *torch.randint(4, 40, (n,), generator=g).tolist(), SEP])
+    return src
+
+
+def decoders(seed=0):
+    torch.manual_seed(seed)
+    model = BertForPreTraining(tiny_config()).double().eval()
+    return (UniLMSeq2Seq(model, CLS, SEP, MASK, max_source_tokens=12),
+            FullRecomputation(model, CLS, SEP, MASK, max_source_tokens=12))
+
+
+def test_greedy_decoding_with_the_cache_equals_full_recomputation():
+    fast, slow = decoders(seed=1)
+    src = sources()
+    cached = greedy_decode(fast, src, max_len_a=0, max_len_b=9)
+    assert cached == greedy_decode(fast, src, max_len_a=0, max_len_b=9, use_cache=False)
+    assert cached == greedy_decode(slow, src, max_len_a=0, max_len_b=9, use_cache=False)
+    assert any(len(t) == 9 for t in cached) and len({tuple(t) for t in cached}) > 1
+
+
+def test_beam_search_with_the_cache_equals_full_recomputation():
+    fast, slow = decoders(seed=1)
+    src = sources()
+    kw = dict(beam_size=3, nbest=3, max_len_a=0, max_len_b=8)
+    cached = beam_search(fast, src, **kw)
+    for reference in (beam_search(fast, src, **kw, use_cache=False), beam_search(slow, src, **kw, use_cache=False)):
+        assert [[h.tokens for h in hyps] for hyps in cached] == [[h.tokens for h in hyps] for hyps in reference]
+        for hyps, ref in zip(cached, reference):
+            assert [h.score for h in hyps] == pytest.approx([h.score for h in ref], abs=1e-9)
+
+
+def test_a_source_decodes_the_same_alone_and_in_a_batch():
+    fast, _ = decoders(seed=2)
+    src = sources()
+    batch = greedy_decode(fast, src, max_len_a=0, max_len_b=6)
+    alone = [greedy_decode(fast, src[r:r + 1, :int((src[r] != PAD).sum())], max_len_a=0, max_len_b=6)[0]
+             for r in range(len(src))]
+    assert batch == alone
+
+
+def test_the_target_gets_the_positions_the_source_leaves():
+    model = BertForPreTraining(tiny_config())
+    assert UniLMSeq2Seq(model, CLS, SEP, MASK, 30).config.max_position_embeddings == 10
+    with pytest.raises(ValueError, match="max_source_tokens 39"):
+        UniLMSeq2Seq(model, CLS, SEP, MASK, 39)
