@@ -218,3 +218,29 @@ def test_fine_tuning_trains_through_fit_and_resumes_exactly(tmp_path, one_thread
     from bertlab.inference.unilm import generate_texts
     texts, cut = generate_texts(loaded.model, loaded.tokenizer, ["w1 w2 w3", "w4 " * 20])
     assert len(texts) == 2 and cut == [1]
+
+
+# ---- pretraining under the three masks ---------------------------------------------------------
+
+def test_unilm_pretraining_trains_under_the_three_masks_and_resumes(tmp_path, one_thread):
+    import json
+
+    from bertlab.pretraining.job import pretrain_job
+    from pretraining_data import TINY, make_folders
+    train_dir, _, tokenizer = make_folders(tmp_path / "shards", max_seq_length=32, masked=4)
+    config = tmp_path / "tiny.json"
+    BertConfig(**{**TINY, "vocab_size": len(tokenizer.vocab), "hidden_dropout_prob": 0.0,
+                  "attention_probs_dropout_prob": 0.0}).to_json_file(config)
+    kw = dict(config=str(config), batch_size=16, lr=2e-3, warmup=2, max_steps=24, eval_every=100, save_every=100,
+              seed=1, progress=False, device="cpu", unilm=True)
+    whole = pretrain_job(train_dir, str(tmp_path / "whole"), **kw)
+    losses = [r["mlm_loss"] for r in map(json.loads, open(tmp_path / "whole" / "metrics.jsonl")) if r["kind"] == "train"]
+    assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 - 0.4  # down from ln(vocab) = 7.37
+    assert all(n >= 3 for n in whole["micro_batches_per_mask"].values())
+    assert sum(whole["micro_batches_per_mask"].values()) == 24
+    part = pretrain_job(train_dir, str(tmp_path / "part"), **{**kw, "max_minutes": 0})
+    assert part["steps"] == 1
+    resumed = pretrain_job(train_dir, str(tmp_path / "part"), **{**kw, "resume": True})
+    assert resumed["micro_batches_per_mask"] == whole["micro_batches_per_mask"]
+    for p, q in zip(whole["model"].parameters(), resumed["model"].parameters()):
+        assert torch.equal(p, q)

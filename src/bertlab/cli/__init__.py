@@ -14,10 +14,12 @@ from . import data
 from . import create_pretraining_data, vocab
 from . import pretrain
 from . import translate, translate_train
+from . import unilm_generate, unilm_train
 from . import notes
 
 COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, extract_features, fill_mask, attention,
-            convert, pretrain, vocab, create_pretraining_data, data, translate_train, translate, notes]
+            convert, pretrain, vocab, create_pretraining_data, data, translate_train, translate,
+            unilm_train, unilm_generate, notes]
 
 
 def build_parser() -> argparse.ArgumentParser:

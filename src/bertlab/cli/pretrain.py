@@ -42,6 +42,9 @@ def add_parser(subparsers):
     m.add_argument("--config", metavar="FILE", help="a BERT config.json / bert_config.json")
     m.add_argument("--init-from", metavar="MODEL_DIR", help="continue pretraining an HF-format BERT folder")
     g = p.add_argument_group("optimisation")
+    g.add_argument("--unilm", action="store_true",
+                   help="UniLM: masked LM under the bidirectional, left-to-right and seq2seq attention masks, "
+                        "a third of the micro-batches each (no next-sentence loss)")
     g.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw",
                    help="adamw (BERT's: weight decay 0.01 except LayerNorm/bias, eps 1e-6; default) or lamb")
     g.add_argument("--warmup", metavar="N", type=nonnegative_int,
@@ -71,6 +74,6 @@ def run(args):
         weight_decay=args.weight_decay, grad_clip=args.grad_clip, max_steps=args.max_steps,
         max_minutes=args.max_minutes, eval_every=args.eval_every, eval_instances=args.eval_instances,
         save_every=args.save_every, seed=args.seed, device=args.device, precision=args.precision,
-        sharding=args.sharding, compile=args.compile, progress=not args.quiet)
+        sharding=args.sharding, compile=args.compile, progress=not args.quiet, unilm=args.unilm)
     if is_main_process():
         print(report(summary, args.out), file=sys.stderr)

@@ -21,13 +21,18 @@ def pretraining_config(data, preset=None, config=None, init_from=None) -> BertCo
 
 
 def pretrain_job(data, out, *, preset=None, config=None, init_from=None, resume=False, overwrite=False,
-                 **settings) -> dict:
+                 unilm=False, **settings) -> dict:
     """Pretrain BERT on the shard folder `data` into the run folder `out`, the model as
     pretraining_config chooses it (`init_from` also gives the starting weights), with the other
     PretrainSettings fields given as keywords (data_512, eval_data, max_steps, lr, ...). A run
     already in OUT is replaced only with `overwrite`, continued only with `resume`. Returns the
-    summary (also OUT/summary.json); trainer.report words it."""
+    summary (also OUT/summary.json); trainer.report words it. unilm: UniLM's objective, the masked LM
+    under the bidirectional, left-to-right and seq2seq masks in turn (pretraining.unilm)."""
     check_resume(out, resume, overwrite)
     s = PretrainSettings(data=data, out=out, model=pretraining_config(data, preset, config, init_from),
                          init_from=resolve(init_from) if init_from else None, resume=resume, **settings)
+    if unilm:
+        from ..training.engine import fit
+        from .unilm import UniLMPretraining
+        return fit(UniLMPretraining(s), s)
     return train_pretraining(s)
