@@ -1,6 +1,7 @@
 #!/bin/sh
 # UniLM vs the encoder-decoder Transformer vs the lead sentence on Debian package synopses
-# (docs/unilm.md). One thread per run; the runs go one after another. Usage:
+# (docs/unilm.md). One thread per run; the three trainings run side by side, so the machine's load
+# falls on them alike. Usage:
 #   sh benchmarks/unilm_synopses.sh LISTS_DIR OUT_DIR [STEPS]
 # LISTS_DIR: apt lists with Translation-en (see `bertlab data debian-synopses --help`).
 set -e
@@ -11,13 +12,15 @@ COMMON="--max-steps $STEPS --eval-every $STEPS --warmup 20 --device cpu --quiet"
 UNILM="--data $DATA --src desc --tgt syn --batch-size 16 --lr 2e-4 --max-source-tokens 64 --max-target-tokens 24 --rouge-sentences 100"
 [ -f $DATA/stats.json ] || python -m bertlab data debian-synopses -o $DATA --lists $LISTS --max-words 36 \
     --max-train 8000 --max-test 500
+mkdir -p $OUT/logs
 [ -f $OUT/unilm-minilm/summary.json ] || python -m bertlab unilm-train $UNILM $COMMON --init-from minilm \
-    --out $OUT/unilm-minilm
+    --out $OUT/unilm-minilm 2> $OUT/logs/unilm-minilm.log &
 [ -f $OUT/transformer/summary.json ] || python -m bertlab translate-train --data $DATA --src desc --tgt syn \
     --joint-vocab --vocab-size 8000 --layers 3 --d-model 384 --heads 12 --ffn-dim 1536 --max-tokens 900 \
-    --bleu-sentences 0 $COMMON --out $OUT/transformer
+    --bleu-sentences 0 $COMMON --out $OUT/transformer 2> $OUT/logs/transformer.log &
 [ -f $OUT/unilm-scratch/summary.json ] || python -m bertlab unilm-train $UNILM $COMMON --layers 6 --hidden 384 \
-    --heads 12 --intermediate 1536 --out $OUT/unilm-scratch
+    --heads 12 --intermediate 1536 --out $OUT/unilm-scratch 2> $OUT/logs/unilm-scratch.log &
+wait
 for run in unilm-minilm unilm-scratch; do
     python -m bertlab unilm-generate --model $OUT/$run/model $DATA/test.desc --ref $DATA/test.syn \
         > $OUT/$run/test.hyp 2> $OUT/$run/test.rouge

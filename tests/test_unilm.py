@@ -117,27 +117,32 @@ def sources():
     return src
 
 
-def decoders(seed=0):
+def decoders(seed=0, sep_bias=0.0):
+    """sep_bias: raise [SEP]'s score so that some sentences end early and leave the batch (0.08
+    with seed 1: greedy lengths 0, 2, 9 and 1)."""
     torch.manual_seed(seed)
     model = BertForPreTraining(tiny_config()).double().eval()
+    with torch.no_grad():
+        model.mlm.bias[SEP] += sep_bias
     return (UniLMSeq2Seq(model, CLS, SEP, MASK, max_source_tokens=12),
             FullRecomputation(model, CLS, SEP, MASK, max_source_tokens=12))
 
 
 def test_greedy_decoding_with_the_cache_equals_full_recomputation():
-    fast, slow = decoders(seed=1)
+    fast, slow = decoders(seed=1, sep_bias=0.08)
     src = sources()
     cached = greedy_decode(fast, src, max_len_a=0, max_len_b=9)
     assert cached == greedy_decode(fast, src, max_len_a=0, max_len_b=9, use_cache=False)
     assert cached == greedy_decode(slow, src, max_len_a=0, max_len_b=9, use_cache=False)
-    assert any(len(t) == 9 for t in cached) and len({tuple(t) for t in cached}) > 1
+    assert sorted(map(len, cached)) == [0, 1, 2, 9]  # ended early, and at the limit
 
 
 def test_beam_search_with_the_cache_equals_full_recomputation():
-    fast, slow = decoders(seed=1)
+    fast, slow = decoders(seed=1, sep_bias=0.08)
     src = sources()
     kw = dict(beam_size=3, nbest=3, max_len_a=0, max_len_b=8)
     cached = beam_search(fast, src, **kw)
+    assert {len(h.tokens) for hyps in cached for h in hyps} >= {0, 1, 2, 8}
     for reference in (beam_search(fast, src, **kw, use_cache=False), beam_search(slow, src, **kw, use_cache=False)):
         assert [[h.tokens for h in hyps] for hyps in cached] == [[h.tokens for h in hyps] for hyps in reference]
         for hyps, ref in zip(cached, reference):
@@ -244,3 +249,68 @@ def test_unilm_pretraining_trains_under_the_three_masks_and_resumes(tmp_path, on
     assert resumed["micro_batches_per_mask"] == whole["micro_batches_per_mask"]
     for p, q in zip(whole["model"].parameters(), resumed["model"].parameters()):
         assert torch.equal(p, q)
+
+
+# ---- bad input and the data set ----------------------------------------------------------------
+
+def test_bad_pair_files_are_errors_naming_the_file_and_line(tmp_path, capsys):
+    from bertlab.cli import main
+    (tmp_path / "a.src").write_text("one two\n\nfive six\n")
+    (tmp_path / "a.tgt").write_text("one\nthree\nfive\n")
+    (tmp_path / "b.src").write_text("one two\nthree four\n")
+    (tmp_path / "b.tgt").write_text("one\n")
+    (tmp_path / "c.tgt").write_text("one\n  \n")
+    cases = [("a.src", "a.tgt", f"{tmp_path / 'a.src'}:2: blank source"),
+             ("b.src", "b.tgt", f"{tmp_path / 'b.tgt'}:2: missing"),
+             ("b.src", "c.tgt", f"{tmp_path / 'c.tgt'}:2: blank target")]
+    for src, tgt, message in cases:
+        code = main(["unilm-train", "--train-src", str(tmp_path / src), "--train-tgt", str(tmp_path / tgt),
+                     "-o", str(tmp_path / "run"), "--overwrite", "--device", "cpu", "--quiet"])
+        err = capsys.readouterr().err
+        assert code == 2 and "bertlab unilm-train: error: " + message in err, err
+
+
+LISTS = {"x_main_i18n_Translation-en": """Package: alpha
+Description-md5: 1
+Description-en: fast frobnicator for widgets
+ Alpha frobnicates widgets quickly. It supports many widget kinds
+ and runs anywhere.
+ .
+ This is the second paragraph.
+
+Package: alpha-data
+Description-md5: 2
+Description-en: fast frobnicator for widgets (data)
+ Alpha frobnicates widgets quickly. It supports many widget kinds
+ and runs anywhere.
+
+Package: beta
+Description-md5: 3
+Description-en: x
+ Beta is a tool with a one-word synopsis, which is dropped for it.
+""", "x_main_binary-amd64_Packages": """Package: alpha
+Description-md5: 1
+Section: utils
+
+Package: alpha-data
+Source: alpha
+Description-md5: 2
+Section: utils
+"""}
+
+
+def test_debian_synopses_pairs_each_long_description_with_its_synopsis(tmp_path):
+    from bertlab.data.debian_synopses import build_debian_synopses, lead_sentence
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    for name, text in LISTS.items():
+        (lists / name).write_text(text)
+    stats = build_debian_synopses(tmp_path / "out", str(lists), heldout_share=0.0, max_words=13)
+    assert stats["rows"] == {"train": 1, "valid": 0, "test": 0}
+    assert stats["dropped"] == {"repeated description or synopsis": 1, "description or synopsis too short": 1}
+    assert (tmp_path / "out" / "train.desc").read_text() == \
+        "Alpha frobnicates widgets quickly. It supports many widget kinds and runs anywhere. This\n"
+    assert (tmp_path / "out" / "train.syn").read_text() == "fast frobnicator for widgets\n"
+    assert lead_sentence("Alpha frobnicates widgets quickly. It supports many.", 3) == "Alpha frobnicates widgets"
+    with pytest.raises(ValueError, match="no Translation-en list"):
+        build_debian_synopses(tmp_path / "x", str(tmp_path))

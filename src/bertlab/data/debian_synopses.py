@@ -6,8 +6,8 @@ indented lines after it the long description.
 apt keeps the long descriptions in ``*_i18n_Translation-en*`` lists (bookworm's ``Packages`` lists
 carry only the synopsis and an md5), which it fetches only when told to; the ``Packages`` lists give
 each package's source package, so the split is by source: binaries of one source (foo, foo-data)
-never straddle two splits. A long description seen before (word for word in its first 300
-characters, e.g. a -data package repeating its program's) is kept once; so is a synopsis.
+never straddle two splits. A long description whose first paragraph was seen before (its first
+300 characters, e.g. a -data package repeating its program's) is dropped; so is a repeated synopsis.
 
 ``build_debian_synopses`` writes, per split (train, valid, test), line-aligned ``SPLIT.desc``
 (the long description's first ``max_words`` words, paragraphs joined) and ``SPLIT.syn`` (the
@@ -84,10 +84,10 @@ def build_debian_synopses(out_dir, lists_dir=APT_LISTS, heldout_share: float = 0
             drops["description or synopsis too short"] += 1
         elif "\t" in text + synopsis:
             drops["tab in the text"] += 1
-        elif text[:300].lower() in seen_text or synopsis.lower() in seen_synopsis:
+        elif paragraphs[0][:300].lower() in seen_text or synopsis.lower() in seen_synopsis:
             drops["repeated description or synopsis"] += 1
         else:
-            seen_text.add(text[:300].lower())
+            seen_text.add(paragraphs[0][:300].lower())
             seen_synopsis.add(synopsis.lower())
             split = split_of(sources.get(package, package), heldout_share)
             rows["valid" if split == "dev" else split].append((package, " ".join(words[:max_words]), synopsis))

@@ -50,6 +50,11 @@ def read_parallel(source_path, target_path=None, strict: bool = False) -> Parall
         name = str(source_path)
     else:
         sources, targets = read_lines(source_path), read_lines(target_path)
+        if strict and len(sources) != len(targets):
+            short, long_, n = (target_path, source_path, len(targets)) if len(targets) < len(sources) else \
+                (source_path, target_path, len(sources))
+            raise ValueError(f"{short}:{n + 1}: missing (the file ends after {n:,} lines), so {long_}:{n + 1} "
+                             f"has no {'target' if short == target_path else 'source'}")
         if len(sources) != len(targets):
             raise ValueError(f"misaligned parallel files: {source_path} has {len(sources):,} lines, "
                              f"{target_path} has {len(targets):,}")
