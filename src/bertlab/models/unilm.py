@@ -56,6 +56,7 @@ class UniLMSeq2Seq(nn.Module):
         self.model, self.cls_id, self.sep_id, self.mask_id = model, cls_id, sep_id, mask_id
         self.max_source_tokens = max_source_tokens
         self.config = UniLMDecodingConfig(model.config.pad_token_id, mask_id, sep_id, positions - max_source_tokens)
+        self.training = model.training  # the search restores this mode after decoding: the model's own
 
     @property
     def layers(self):
