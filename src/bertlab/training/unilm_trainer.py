@@ -152,12 +152,6 @@ class UniLMFineTuning(Objective):
         tokens, self.tokens = self.tokens, 0
         return {}, tokens
 
-    def context_length(self):
-        return self.s.max_source_tokens + self.s.max_target_tokens
-
-    def flops_per_unit(self, model):
-        return None  # the unit counts predicted tokens, not the tokens the model reads
-
     def decoder(self, model):
         from ..models.unilm import UniLMSeq2Seq
         return UniLMSeq2Seq(model, self.ids["cls"], self.ids["sep"], self.ids["mask"], self.s.max_source_tokens)
