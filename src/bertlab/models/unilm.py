@@ -53,6 +53,9 @@ class UniLMSeq2Seq(nn.Module):
         if not 3 <= max_source_tokens <= positions - 2:
             raise ValueError(f"max_source_tokens {max_source_tokens}: needs 3 to {positions - 2} (BERT has "
                              f"{positions} positions; the target needs a token and its [SEP])")
+        kind = getattr(model.config, "position_embedding_type", "absolute")
+        if kind != "absolute":  # decode() adds learned absolute positions, per row, itself
+            raise ValueError(f"UniLM decoding needs absolute position embeddings; this model has {kind!r}")
         self.model, self.cls_id, self.sep_id, self.mask_id = model, cls_id, sep_id, mask_id
         self.max_source_tokens = max_source_tokens
         self.config = UniLMDecodingConfig(model.config.pad_token_id, mask_id, sep_id, positions - max_source_tokens)
