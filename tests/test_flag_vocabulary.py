@@ -12,9 +12,11 @@ TRAINING = {  # command: the shared flags it has no use for
     "finetune": {"save_every"},  # it saves a checkpoint at each evaluation
     "gpt-train": {"grad_clip"},
     "translate-train": {"batch_size"},  # it batches by --max-tokens
+    "unilm-train": set(),
 }
 FOLDER_WRITERS = [["vocab"], ["create-pretraining-data"], ["data", "english-corpus"], ["data", "python-docs"],
-                  ["data", "gettext"], ["convert"], ["data", "debian-zh"]]
+                  ["data", "gettext"], ["convert"], ["data", "debian-zh"],
+                  ["data", "debian-synopses"]]
 
 
 def _subparser(*path):
@@ -46,7 +48,7 @@ def test_old_spellings_parse_to_the_new_dest(command):
     old = {"--output": ("out", "x"), "--output-dir": ("out", "x"), "--eval-interval": ("eval_every", 7),
            "--save-interval": ("save_every", 7), "--clip-norm": ("grad_clip", 0.5)}
     required = {"pretrain": ["--data", "d"], "finetune": ["--task", "classify", "--model", "m"],
-                "gpt-train": ["f.txt"], "translate-train": []}[command]
+                "gpt-train": ["f.txt"], "translate-train": [], "unilm-train": []}[command]
     for spelling, (dest, value) in old.items():
         if dest in TRAINING[command]:
             continue
@@ -60,7 +62,8 @@ def test_old_spellings_parse_to_the_new_dest(command):
 @pytest.mark.parametrize("path", FOLDER_WRITERS, ids=" ".join)
 def test_commands_writing_a_folder_take_out_and_the_old_output_dir(path):
     assert [a.option_strings for a in _visible(_subparser(*path), "out")] == [["-o", "--out"]]
-    extra = {"gettext": ["--lang", "de"], "python-docs": [], "english-corpus": [], "debian-zh": []}.get(path[-1], ["x.txt"])
+    extra = {"gettext": ["--lang", "de"], "python-docs": [], "english-corpus": [], "debian-zh": [],
+             "debian-synopses": []}.get(path[-1], ["x.txt"])
     if path == ["create-pretraining-data"]:
         extra += ["--vocab", "v.txt"]
     for spelling in ("-o", "--out", "--output-dir"):

@@ -57,6 +57,11 @@ def folders(tmp_path_factory):
     assert_ok(run_cli("create-pretraining-data", sentences, "--vocab", bert, "-o", root / "shards",
                       "--max-seq-length", "16", "--max-predictions-per-seq", "2", "--dupe-factor", "1", "--workers", "1"))
     f["shards"] = str(root / "shards")
+    assert_ok(run_cli("unilm-train", "--train-src", f["text"], "--train-tgt", f["text"], "--vocab", bert, "--layers", "1",
+                      "--hidden", "16", "--heads", "2", "--intermediate", "32", "--max-steps", "1", "--batch-size", "2",
+                      "--rouge-sentences", "0", "--max-source-tokens", "16", "--max-target-tokens", "8", "--quiet",
+                      "--device", "cpu", "--out", root / "unilm"))
+    f["unilm"] = str(root / "unilm" / "model")
     return f
 
 
@@ -99,6 +104,11 @@ def command_lines(f, source, out):
         "notes": (None, ["notes", "positions", "-o", out]),  # reads nothing; -o is the pictures' folder
         "serve": (["serve", "--model", f"m={source}"], None),  # answers HTTP; writes no file
         "export": (["export", source, "--onnx", out], ["export", f["bert"], "--onnx", out]),
+        "unilm-train": (["unilm-train", "--train-src", source, "--train-tgt", f["text"], "--out", out],
+                        ["unilm-train", "--train-src", f["text"], "--train-tgt", f["text"], "--out", out, "--vocab",
+                         f["bert"], "--layers", "1", "--hidden", "16", "--heads", "2", "--intermediate", "32",
+                         "--max-steps", "1", "--batch-size", "2", "--rouge-sentences", "0"]),
+        "unilm-generate": (["unilm-generate", source, "--model", f["unilm"]], None),
     }
 
 

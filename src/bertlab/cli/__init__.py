@@ -14,12 +14,13 @@ from . import data
 from . import create_pretraining_data, vocab
 from . import pretrain
 from . import translate, translate_train
+from . import unilm_generate, unilm_train
 from . import notes
 from . import serve, export
 
 COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, extract_features, fill_mask, attention,
-            convert, pretrain, vocab, create_pretraining_data, data, translate_train, translate, notes,
-            serve, export]
+            convert, pretrain, vocab, create_pretraining_data, data, translate_train, translate,
+            unilm_train, unilm_generate, notes, serve, export]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -191,6 +191,53 @@ def run_debian_zh(args):
     return 0
 
 
+SYNOPSES_EXAMPLE = """example:
+  mkdir -p /tmp/apt-en/partial && apt-get update -o Acquire::Languages=en -o Dir::State::Lists=/tmp/apt-en
+  bertlab data debian-synopses -o corpus/synopses --lists /tmp/apt-en --max-train 20000 --max-test 500
+  bertlab unilm-train --data corpus/synopses --src desc --tgt syn --init-from minilm --out runs/unilm
+
+DIR gets {train,valid,test}.desc (long descriptions, cut to --max-words words) and .syn (the synopses,
+line-aligned), test.lead (the lead baseline: the first sentence, cut to --lead-words words) and
+stats.json (files read, rows per split, what was dropped and why)."""
+
+
+def add_debian_synopses(subparsers):
+    from ..data.debian_synopses import APT_LISTS
+    p = subparsers.add_parser(
+        "debian-synopses", help="package long descriptions and their one-line synopses (summarisation)",
+        description="A real summarisation set from apt's lists: each package's long description (from the "
+                    "Translation-en lists) paired with the one-line synopsis its maintainer wrote. Split by "
+                    "source package; a repeated description or synopsis is kept once.",
+        epilog=SYNOPSES_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_out_argument(p, "output folder (created)")
+    p.add_argument("--overwrite", action="store_true", help="replace a data set already in DIR")
+    p.add_argument("--lists", default=APT_LISTS, metavar="DIR",
+                   help=f"apt's lists folder, holding *Translation-en* and *_Packages* (default {APT_LISTS})")
+    p.add_argument("--heldout", type=fraction_below_one, default=0.05,
+                   help="share of source packages for valid and for test, each; below 0.5 (default 0.05)")
+    p.add_argument("--max-words", type=positive_int, default=48, help="cut descriptions to this many words (48)")
+    p.add_argument("--lead-words", type=positive_int, default=10, help="cut the lead baseline to this many words (10)")
+    p.add_argument("--max-train", type=positive_int, help="keep this many training pairs (a fixed sample; "
+                                                          "valid keeps a twentieth as many)")
+    p.add_argument("--max-test", type=positive_int, help="keep this many test pairs (a fixed sample)")
+    p.set_defaults(run=run_debian_synopses)
+
+
+def run_debian_synopses(args):
+    from ..data.debian_synopses import SPLITS, build_debian_synopses
+    _check_heldout(args.heldout, below=0.5)
+    if args.heldout == 0:
+        raise ValueError("--heldout 0: valid and test would be empty")
+    names = [f"{s}.{side}" for s in SPLITS for side in ("desc", "syn")] + ["test.lead", "stats.json"]
+    claim_output_folder(args.out, names, args.overwrite)
+    stats = build_debian_synopses(args.out, args.lists, args.heldout, args.max_words, args.lead_words,
+                                  args.max_train, args.max_test)
+    rows = stats["rows"]
+    print(f"{args.out}: train {rows['train']:,}, valid {rows['valid']:,}, test {rows['test']:,} pairs; dropped: "
+          + (", ".join(f"{k} {v:,}" for k, v in stats["dropped"].items()) or "nothing"), file=sys.stderr)
+    return 0
+
+
 CORPUS_FILES = ("train.txt", "heldout.txt", "stats.json", "SOURCES.md")
 DEBIAN_ZH_FILES = ("train.txt", "heldout.txt", "train.tsv", "dev.tsv", "test.tsv", "stats.json")
 
@@ -210,4 +257,4 @@ def _report(summary: dict, out: str):
               file=sys.stderr)
 
 
-SUBCOMMANDS = [add_english_corpus, add_python_docs, add_gettext, add_debian_zh]
+SUBCOMMANDS = [add_english_corpus, add_python_docs, add_gettext, add_debian_zh, add_debian_synopses]

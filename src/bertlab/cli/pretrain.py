@@ -64,10 +64,12 @@ def add_parser(subparsers):
                    help="add SpanBERT's span-boundary objective: each masked piece predicted again from its span's "
                         "two boundary outputs and its position in the span (data made with --masking span)")
     g = p.add_argument_group("objective")
-    g.add_argument("--objective", choices=["bert", "electra"], default="bert",
+    g.add_argument("--objective", choices=["bert", "electra", "unilm"], default="bert",
                    help="bert: masked LM (+ next sentence; the default); electra: a small generator fills the masked "
                         "positions and the model (the discriminator) learns which tokens were replaced, at every "
-                        "position (Clark et al. 2020)")
+                        "position (Clark et al. 2020); unilm: masked LM under the bidirectional, left-to-right and "
+                        "seq2seq attention masks, a third of the micro-batches each, no next-sentence loss "
+                        "(Dong et al. 2019)")
     g.add_argument("--embedding-size", metavar="E", type=positive_int,
                    help="electra: width of the shared embedding tables, projected up to the hidden size "
                         "(default half the --preset's width, as ELECTRA-Small's 128 of 256)")

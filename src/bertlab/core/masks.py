@@ -35,3 +35,27 @@ def query_positions(query_len, key_len, device=None) -> torch.Tensor:
 
 def key_positions(key_len, device=None) -> torch.Tensor:
     return torch.arange(key_len, device=device)
+
+
+def seq2seq_mask(token_type_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """UniLM's sequence-to-sequence mask (Dong et al. 2019, figure 1; the notes' improvement list,
+    001 "BERT 的不足"): (batch, len) segment ids, 0 for the source ([CLS] S1 [SEP]) and 1 for the
+    target (S2 [SEP]) -> (batch, 1, len, len) bool.
+
+    A source position sees the whole source (bidirectional); a target position sees the whole
+    source and the target up to itself (causal). So the mask is the padding mask on the source
+    block, the causal mask on the target block, and hides the target from the source. Padding keys
+    (attention_mask 0) are hidden from every query."""
+    target = token_type_ids.bool()
+    length = target.size(1)
+    causal = causal_mask(length, device=target.device)
+    mask = ~target[:, None, :] | (target[:, :, None] & causal)  # (batch, query, key)
+    if attention_mask is not None:
+        mask = mask & attention_mask.bool()[:, None, :]
+    return mask[:, None]
+
+
+def left_to_right_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """UniLM's unidirectional LM mask: the causal mask with padding keys hidden too,
+    (batch, len) -> (batch, 1, len, len) bool."""
+    return causal_mask(attention_mask.size(1), device=attention_mask.device) & padding_mask(attention_mask)

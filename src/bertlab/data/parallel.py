@@ -32,10 +32,11 @@ class ParallelText:
     skipped_empty: int = 0
 
 
-def read_parallel(source_path, target_path=None) -> ParallelText:
+def read_parallel(source_path, target_path=None, strict: bool = False) -> ParallelText:
     """Two line-aligned files, or (no ``target_path``) one TSV file: source TAB target per line.
 
-    A pair with an empty (or all-whitespace) side is skipped and counted in ``skipped_empty``.
+    A pair with an empty (or all-whitespace) side is skipped and counted in ``skipped_empty``; with
+    ``strict`` it is an error naming the file and line (a summary needs its text and its label).
     """
     if target_path is None:
         sources, targets = [], []
@@ -49,12 +50,26 @@ def read_parallel(source_path, target_path=None) -> ParallelText:
         name = str(source_path)
     else:
         sources, targets = read_lines(source_path), read_lines(target_path)
+        if strict and len(sources) != len(targets):
+            short, long_, n = (target_path, source_path, len(targets)) if len(targets) < len(sources) else \
+                (source_path, target_path, len(sources))
+            raise ValueError(f"{short}:{n + 1}: missing (the file ends after {n:,} lines), so {long_}:{n + 1} "
+                             f"has no {'target' if short == target_path else 'source'}")
         if len(sources) != len(targets):
             raise ValueError(f"misaligned parallel files: {source_path} has {len(sources):,} lines, "
                              f"{target_path} has {len(targets):,}")
         name = f"{source_path} + {target_path}"
+    if strict:
+        _refuse_blank(sources, targets, source_path, target_path)
     kept = [(s, t) for s, t in zip(sources, targets) if s.strip() and t.strip()]
     return ParallelText([s for s, _ in kept], [t for _, t in kept], name, len(sources) - len(kept))
+
+
+def _refuse_blank(sources, targets, source_path, target_path):
+    for number, (s, t) in enumerate(zip(sources, targets), 1):
+        for side, text, path in (("source", s, source_path), ("target", t, target_path or source_path)):
+            if not text.strip():
+                raise ValueError(f"{path}:{number}: blank {side} (every pair needs both sides)")
 
 
 def token_batches(lengths, max_tokens: int, shuffle: bool = True, seed: int = 0, epoch: int = 0,

@@ -4,6 +4,7 @@ files and config, picks the loader of its kind and returns one LoadedModel.
     kind          the folder holds                              loaded by
     "finetuned"   task.json (what `bertlab finetune` writes)    finetune.folder.load_finetuned
     "translation" translation.json, source_tokenizer/           translation_folder.load_translation_model
+    "unilm"       unilm.json beside an HF BERT folder           unilm_folder.load_unilm_model
     "gpt"         config.json with model_type "gpt2"            hf_gpt2.load_gpt2
     "albert"      config.json with model_type "albert"          hf_albert.load_albert (AlbertModel or
                                                                 AlbertForPreTraining, by architectures)
@@ -31,7 +32,7 @@ BERT_ARCHITECTURES = ("BertModel", "BertForPreTraining", "BertForSequenceClassif
 class LoadedModel:
     """A model in eval mode on its device and the tokenizer that encodes its input. `extra` holds
     what a kind adds: "report" (the LoadReport, for gpt and bert but a masked-LM folder), "task" (finetuned),
-    "target_tokenizer" and "settings" (translation, whose `tokenizer` is the source side)."""
+    "target_tokenizer" and "settings" (translation, whose `tokenizer` is the source side), "settings" (unilm)."""
     kind: str
     model: object
     tokenizer: object
@@ -49,6 +50,10 @@ def load_model(folder, device="cpu") -> LoadedModel:
     if os.path.exists(os.path.join(path, "task.json")):
         task, model, tokenizer = load_finetuned(path)
         return LoadedModel("finetuned", model.to(device), tokenizer, {"task": task})
+    if os.path.exists(os.path.join(path, "unilm.json")):
+        from .unilm_folder import load_unilm_model
+        model, tokenizer, settings = load_unilm_model(path, device)
+        return LoadedModel("unilm", model, tokenizer, {"settings": settings})
     if os.path.exists(os.path.join(path, "translation.json")) or os.path.isdir(os.path.join(path, "source_tokenizer")):
         return _load_translation(path, device)
     config = _read_any_config(path)

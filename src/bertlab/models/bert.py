@@ -146,6 +146,8 @@ class BertModel(nn.Module):
             queries = x.index_select(0, packing.rows(rows).reshape(-1)).view(*rows.shape, -1)
         else:
             queries = x.gather(1, rows[..., None].expand(-1, -1, x.size(-1)))
+        if mask is not None and mask.size(-2) > 1:  # a full mask: the rows of the queries computed
+            mask = mask[torch.arange(len(rows), device=rows.device)[:, None], 0, rows][:, None]
         x, _ = stack[-1](x, mask, queries=queries, packing=packing)
         return BertOutput(x[:, 1:], self.pooler(x))
 
@@ -170,7 +172,13 @@ class BertModel(nn.Module):
         runs over rows of similar length together, each bucket padded to its own longest row
         (fast_paths.unpadding): a shuffled batch of man-page sentences then took 19% less CPU time a
         fine-tuning step (token classification, MiniLM, batch 32); attention pictures
-        (output_attentions) keep the batch's one padded layout."""
+        (output_attentions) keep the batch's one padded layout.
+
+        A full mask, (batch, len, len) or (batch, 1, len, len) bool with True where query i may
+        see key j (UniLM's left-to-right and sequence-to-sequence masks, core.masks), goes as it is
+        to attention, on the plain padded path: packing assumes each row sees all its real keys."""
+        if attention_mask is not None and attention_mask.dim() > 2:
+            return _full_mask(attention_mask), None
         if fast_paths.in_plain_path():  # fast_paths.plain_path(): a graph for every batch (ONNX export)
             return (None if attention_mask is None else padding_mask(attention_mask)), None
         if attention_mask is None or bool(attention_mask.all()):
@@ -180,6 +188,15 @@ class BertModel(nn.Module):
 
     def get_embedding_table(self):
         return self.embeddings.word_embeddings.weight
+
+
+def _full_mask(mask):
+    """A (batch, len, len) or (batch, 1, len, len) mask as the bool (batch, 1, len, len) attention takes."""
+    if mask.dim() == 3:
+        mask = mask[:, None]
+    if mask.dim() != 4 or mask.size(1) != 1 or mask.size(-1) != mask.size(-2):
+        raise ValueError(f"a full attention mask is (batch, len, len) or (batch, 1, len, len), got {tuple(mask.shape)}")
+    return mask.bool()
 
 
 class MaskedLMHead(nn.Module):

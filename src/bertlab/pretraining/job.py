@@ -9,7 +9,7 @@ from ..models import AlbertConfig, BertConfig
 from ..training.checkpoint import check_resume
 from .trainer import PretrainSettings, open_shards, preset_config, train_pretraining
 
-OBJECTIVES = ("bert", "electra")
+OBJECTIVES = ("bert", "electra", "unilm")
 
 
 def pretraining_config(data, preset=None, config=None, init_from=None, position_embedding_type=None) -> BertConfig:
@@ -62,14 +62,15 @@ def pretrain_job(data, out, *, preset=None, config=None, init_from=None, resume=
     already in OUT is replaced only with `overwrite`, continued only with `resume`. Returns the
     summary (also OUT/summary.json); trainer.report words it.
 
-    objective="electra" trains ELECTRA instead (pretraining/electra.py): the config chosen is the
+    objective="unilm" trains UniLM's masked LM under the bidirectional, left-to-right and seq2seq
+    masks in turn (pretraining/unilm.py); objective="electra" trains ELECTRA instead (pretraining/electra.py): the config chosen is the
     discriminator's, with `embedding_size` E (default half its width, as ELECTRA-Small's 128 of
     256), and the generator `generator_size` times as wide (default 0.25); `disc_weight` (50)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose one of {OBJECTIVES}")
-    if objective == "electra" and settings.get("span_boundary"):
-        raise ValueError("the span-boundary objective adds a head to BERT's masked LM; ELECTRA's generator has none")
-    if objective == "bert" and (embedding_size, generator_size, disc_weight) != (None, None, None):
+    if objective != "bert" and settings.get("span_boundary"):
+        raise ValueError(f"the span-boundary objective adds a head to BERT's masked LM, not to {objective}'s")
+    if objective != "electra" and (embedding_size, generator_size, disc_weight) != (None, None, None):
         raise ValueError("embedding size, generator size and discriminator weight are ELECTRA's settings: "
                          "give them with objective electra")
     check_resume(out, resume, overwrite)
@@ -77,6 +78,11 @@ def pretrain_job(data, out, *, preset=None, config=None, init_from=None, resume=
     common = dict(data=data, out=out, init_from=resolve(init_from) if init_from else None, resume=resume, **settings)
     if objective == "bert":
         return train_pretraining(PretrainSettings(model=model, **common))
+    if objective == "unilm":
+        from ..training.engine import fit
+        from .unilm import UniLMPretraining
+        s = PretrainSettings(model=model, **common)
+        return fit(UniLMPretraining(s), s)
     from .electra import ElectraSettings, electra_configs, train_electra
     discriminator, generator = electra_configs(model, init_from, embedding_size, generator_size,
                                                fresh=not (init_from or config))

@@ -1,0 +1,63 @@
+"""bertlab unilm-generate: one generated line per input line, with a unilm-train model."""
+import argparse
+import sys
+
+EXAMPLE = """examples:
+  bertlab unilm-generate --model runs/unilm/model corpus/synopses/test.desc --ref corpus/synopses/test.syn
+  echo "GNU Wget is a free utility for downloading files from the Web." | bertlab unilm-generate --model runs/unilm/model --beam 4
+
+Decoding runs left to right with the same greedy search and beam search as `bertlab translate`: each
+step appends a [MASK] after the target so far and reads the next token from its output (UniLM). A
+blank input line gives a blank output line; a line longer than the model's source budget
+(max_source_tokens - 2 WordPiece tokens) is cut to fit, and which lines were cut is said on stderr.
+With --ref, ROUGE-1/2/L F1 (Google's rouge-score, Porter stemming) go to stderr."""
+
+
+def add_parser(subparsers):
+    from .args import nonnegative_float, positive_int
+    p = subparsers.add_parser(
+        "unilm-generate", help="generate text with a model from unilm-train (e.g. a synopsis per description)",
+        description="Generate one line of text for each line of FILE (or standard input) with a UniLM "
+                    "model: beam search, greedy with --beam 1.",
+        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", nargs="?", default="-", metavar="FILE", help="UTF-8 text, one source per line (default stdin)")
+    p.add_argument("--model", required=True, metavar="DIR", help="the OUT/model folder of unilm-train")
+    p.add_argument("--beam", type=positive_int, default=1, help="beam size; 1 is greedy decoding (default)")
+    p.add_argument("--length-penalty", type=nonnegative_float, default=1.0,
+                   help="rank beam hypotheses by log-prob / length^this (1.0)")
+    p.add_argument("--max-len", type=positive_int, help="at most this many tokens per line (default: the model's "
+                                                        "max_target_tokens - 1)")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="lines decoded together (32)")
+    p.add_argument("--ref", metavar="FILE", help="reference lines: print ROUGE to stderr")
+    p.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
+    p.set_defaults(run=run)
+
+
+def run(args):
+    import torch
+
+    from ..device import pick_device
+    from ..inference.unilm import generate_texts, rouge
+    from ..interop.unilm_folder import load_unilm_model
+    from ..io import read_lines
+    from .model_args import numbered
+    model, tokenizer, settings = load_unilm_model(args.model, pick_device(args.device))
+    lines = read_lines(args.file, allow_empty_file=True)
+    refs = read_lines(args.ref, allow_empty_file=True) if args.ref else None
+    name = "stdin" if args.file == "-" else args.file
+    if refs is not None and len(refs) != len(lines):
+        raise ValueError(f"{args.ref} has {len(refs)} lines, {name} {len(lines)}")
+    max_len = args.max_len or max(1, settings.get("max_target_tokens", 32) - 1)
+    with torch.inference_mode():
+        texts, cut = generate_texts(model, tokenizer, lines, args.beam, args.length_penalty, args.batch_size, max_len)
+    if cut:
+        print(f"bertlab unilm-generate: {name}: {len(cut)} line(s) longer than the model's "
+              f"{model.max_source_tokens - 2} source tokens were cut to fit: {numbered([i + 1 for i in cut])}",
+              file=sys.stderr)
+    sys.stdout.write("".join(t + "\n" for t in texts))
+    sys.stdout.flush()
+    if refs:
+        scores = rouge(texts, refs)
+        print("ROUGE F1: " + ", ".join(f"{k} {v:.2f}" for k, v in scores.items()) + f" ({len(refs)} lines)",
+              file=sys.stderr)
+    return 0

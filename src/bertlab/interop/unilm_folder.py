@@ -1,0 +1,33 @@
+"""A UniLM sequence-to-sequence model folder: an ordinary HF-format BERT folder with its masked-LM
+head (config.json, model.safetensors, vocab.txt, tokenizer_config.json: HF's BertForPreTraining
+loads it) and unilm.json, the source and target budgets it was fine-tuned with."""
+import json
+import os
+
+from ..io import atomic_write_text, read_json
+
+SETTINGS = "unilm.json"
+
+
+def save_unilm_model(folder, model, tokenizer, settings: dict):
+    """model: the BertForPreTraining; settings: at least max_source_tokens and max_target_tokens."""
+    from .hf_bert import save_pretrained
+    save_pretrained(model, folder, tokenizer)
+    atomic_write_text(os.path.join(folder, SETTINGS), json.dumps(settings, indent=2) + "\n")
+
+
+def load_unilm_model(folder, device="cpu"):
+    """(UniLMSeq2Seq in eval mode, tokenizer, settings) from a folder save_unilm_model wrote."""
+    from ..inference.fill_mask import load_masked_lm  # the encoder and its masked-LM head, both checked
+    from ..models.unilm import UniLMSeq2Seq
+    path = os.path.join(folder, SETTINGS)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{folder}: no {SETTINGS} (a UniLM model folder is what `bertlab unilm-train` "
+                                "writes to OUT/model)")
+    settings = read_json(path)
+    if not isinstance(settings, dict) or not isinstance(settings.get("max_source_tokens"), int):
+        raise ValueError(f"{path}: needs a JSON object with max_source_tokens (a whole number)")
+    model, tokenizer = load_masked_lm(folder)
+    seq2seq = UniLMSeq2Seq(model, tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id,
+                           settings["max_source_tokens"])
+    return seq2seq.to(device).eval(), tokenizer, settings
