@@ -10,13 +10,14 @@ from . import embed, similar, tokenize
 from . import generate, gpt_train
 from . import attention, convert, extract_features, fill_mask
 from . import finetune, predict
+from . import distill
 from . import data
 from . import create_pretraining_data, vocab
 from . import pretrain
 from . import translate, translate_train
 from . import notes
 
-COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, extract_features, fill_mask, attention,
+COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, distill, extract_features, fill_mask, attention,
             convert, pretrain, vocab, create_pretraining_data, data, translate_train, translate, notes]
 
 

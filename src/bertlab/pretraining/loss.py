@@ -11,9 +11,7 @@ def pretraining_loss(model, batch: dict, nsp: bool = True, accuracy: bool = Fals
     mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
                                    batch["masked_lm_positions"])
     weights = batch["masked_lm_weights"].reshape(-1)
-    per_token = F.cross_entropy(mlm_logits.reshape(-1, mlm_logits.size(-1)).float(),
-                                batch["masked_lm_ids"].reshape(-1), reduction="none")
-    mlm_loss = (per_token * weights).sum() / (weights.sum() + 1e-5)  # google's denominator
+    mlm_loss = masked_lm_loss(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
     loss, parts = mlm_loss, {"mlm_loss": mlm_loss.detach()}
     if accuracy:
         hits = (mlm_logits.argmax(-1).reshape(-1) == batch["masked_lm_ids"].reshape(-1)).float()
@@ -26,3 +24,12 @@ def pretraining_loss(model, batch: dict, nsp: bool = True, accuracy: bool = Fals
             parts.update(nsp_correct=(nsp_logits.argmax(-1) == batch["next_sentence_labels"]).sum().detach(),
                          nsp_total=torch.tensor(float(len(nsp_logits))))
     return loss, parts
+
+
+def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights) -> torch.Tensor:
+    """Cross-entropy at the masked positions, each weighted by masked_lm_weights (0 for the padding
+    of the prediction slots), over google's denominator sum(weights) + 1e-5."""
+    weights = masked_lm_weights.reshape(-1)
+    per_token = F.cross_entropy(mlm_logits.reshape(-1, mlm_logits.size(-1)).float(), masked_lm_ids.reshape(-1),
+                                reduction="none")
+    return (per_token * weights).sum() / (weights.sum() + 1e-5)
