@@ -197,7 +197,9 @@ def test_bad_input_is_a_clear_error(tiny, tmp_path, capsys):
     cases = [(["--teacher", tiny["teacher"], "--student", str(tmp_path / "other")], "different vocabularies"),
              (["--teacher", tiny["teacher"], "--student-layers", "4"], "the teacher has 4 layers"),
              (["--teacher", str(tiny["root"] / "base"), "--student-layers", "2"], "not a task folder"),
-             (["--teacher", tiny["teacher"], "--student-layers", "2", "--data", tiny["train"]], "one of them")]
+             (["--teacher", tiny["teacher"], "--student-layers", "2", "--data", tiny["train"]], "one of them"),
+             (["--teacher", tiny["teacher"], "--student-layers", "2", "--alpha-soft", "0", "--alpha-hard", "0",
+               "--alpha-cos", "0"], "would learn nothing")]
     for args, message in cases:
         assert main(["distill", *args, *base]) == 2, args
         err = capsys.readouterr().err

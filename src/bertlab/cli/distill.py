@@ -3,7 +3,7 @@ import argparse
 import json
 import sys
 
-from .args import add_run_arguments, fraction, nonnegative_float, positive_float, positive_int
+from .args import add_run_arguments, fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
 
 EXAMPLE = """examples:
   # task distillation: a fine-tuned teacher (bertlab finetune ... -o runs/teacher) into 3 layers
@@ -68,7 +68,7 @@ def add_parser(subparsers):
     g.add_argument("--eval-instances", type=positive_int, metavar="N", help="held-out instances evaluated (default 1024)")
     g.add_argument("--max-seq-length", type=positive_int, default=128, help="pieces per instance made from a text "
                                                                             "file (default 128)")
-    g.add_argument("--warmup", type=positive_int, metavar="N", help="warmup steps (default 100)")
+    g.add_argument("--warmup", type=nonnegative_int, metavar="N", help="warmup steps (default 100)")
     p.add_argument("--weight-decay", type=nonnegative_float, default=0.01)
     p.add_argument("--overwrite", action="store_true", help="replace an earlier run in OUT")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

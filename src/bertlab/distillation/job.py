@@ -4,6 +4,7 @@ opened (a task's files, or pretraining shards / a text file), and one distillati
 with `fit` (objective.py)."""
 import json
 import os
+from dataclasses import replace
 
 from ..interop.pretrained import resolve
 from ..io import atomic_write_text
@@ -103,6 +104,8 @@ def load_teacher(folder):
 def general_alphas(alphas: dict, has_head: bool, teacher) -> dict:
     """The weights given, the others at the mode's defaults; soft targets without a head refused."""
     resolved = {k: v if v is not None else d for (k, v), d in zip(alphas.items(), GENERAL_DEFAULTS[has_head])}
+    if not any(resolved.values()):
+        raise ValueError("alpha_soft, alpha_hard and alpha_cos are all 0: the student would learn nothing")
     if not has_head:
         if resolved["alpha_soft"]:
             raise ValueError(f"--teacher {teacher}: has no masked-LM head (no cls.predictions.* weights), so it "
@@ -130,15 +133,18 @@ def general_distillation(teacher, student_layers, student, data, eval_data, max_
     else:
         student_model, student_tokenizer, _ = load_teacher(resolve(student))
         check_same_vocabulary(tokenizer, student_tokenizer, folder, student)
+    weights = general_alphas(alphas, has_head, teacher)
+    if student is not None:
+        check_same_width(teacher_model, student_model, weights["alpha_cos"], student)
+    # the settings checked before anything is written; the shard folders filled in below
+    s = GeneralDistillSettings(teacher=folder, data=data, eval_data=eval_data, model=student_model.config,
+                               **weights, **settings)
     check_resume(settings["out"], settings.get("resume", False), overwrite)
     data = shards_for(data, os.path.join(settings["out"], "data"), tokenizer, max_seq_length, "--data")
     if eval_data is not None:
         eval_data = shards_for(eval_data, os.path.join(settings["out"], "eval_data"), tokenizer, max_seq_length,
                                "--eval-data")
-    s = GeneralDistillSettings(teacher=folder, data=data, eval_data=eval_data, model=student_model.config,
-                               **general_alphas(alphas, has_head, teacher), **settings)
-    if student is not None:
-        check_same_width(teacher_model, student_model, s.alpha_cos, student)
+    s = replace(s, data=data, eval_data=eval_data)
     return fit(GeneralDistillation(s, student_model, teacher_model, tokenizer, has_head), s)
 
 
