@@ -60,7 +60,11 @@ def quality(args):
                                 **common, **files)
                 print(f"{side} seed {seed}: {time.perf_counter() - tick:.0f} s", file=sys.stderr)
             with open(done, encoding="utf-8") as f:
-                rows.setdefault(side, []).append(json.load(f)["test"])
+                summary = json.load(f)
+            if "test" not in summary:  # fit() has written it, the test file is not predicted yet (another process)
+                print(f"{side} seed {seed}: unfinished, left out", file=sys.stderr)
+                continue
+            rows.setdefault(side, []).append(summary["test"])
     report_quality(args, rows)
 
 
