@@ -13,6 +13,7 @@ TRAINING = {  # command: the shared flags it has no use for
     "gpt-train": {"grad_clip"},
     "translate-train": {"batch_size"},  # it batches by --max-tokens
     "unilm-train": set(),
+    "distill": set(),
 }
 FOLDER_WRITERS = [["vocab"], ["create-pretraining-data"], ["data", "english-corpus"], ["data", "python-docs"],
                   ["data", "gettext"], ["convert"], ["data", "debian-zh"],
@@ -48,7 +49,8 @@ def test_old_spellings_parse_to_the_new_dest(command):
     old = {"--output": ("out", "x"), "--output-dir": ("out", "x"), "--eval-interval": ("eval_every", 7),
            "--save-interval": ("save_every", 7), "--clip-norm": ("grad_clip", 0.5)}
     required = {"pretrain": ["--data", "d"], "finetune": ["--task", "classify", "--model", "m"],
-                "gpt-train": ["f.txt"], "translate-train": [], "unilm-train": []}[command]
+                "gpt-train": ["f.txt"], "translate-train": [], "unilm-train": [],
+                "distill": ["--teacher", "t", "--student-layers", "3"]}[command]
     for spelling, (dest, value) in old.items():
         if dest in TRAINING[command]:
             continue

@@ -10,6 +10,7 @@ from . import embed, similar, tokenize
 from . import generate, gpt_train
 from . import attention, convert, extract_features, fill_mask
 from . import finetune, predict
+from . import distill
 from . import data
 from . import create_pretraining_data, vocab
 from . import pretrain
@@ -18,8 +19,8 @@ from . import unilm_generate, unilm_train
 from . import notes
 from . import serve, export
 
-COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, extract_features, fill_mask, attention,
-            convert, pretrain, vocab, create_pretraining_data, data, translate_train, translate,
+COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, distill, extract_features, fill_mask,
+            attention, convert, pretrain, vocab, create_pretraining_data, data, translate_train, translate,
             unilm_train, unilm_generate, notes, serve, export]
 
 

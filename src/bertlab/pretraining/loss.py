@@ -4,14 +4,6 @@ import torch
 import torch.nn.functional as F
 
 
-def masked_token_loss(logits, batch: dict) -> torch.Tensor:
-    """Cross-entropy of the masked pieces' logits (batch, P, vocab), padding predictions weighted 0."""
-    weights = batch["masked_lm_weights"].reshape(-1)
-    per_token = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(),
-                                batch["masked_lm_ids"].reshape(-1), reduction="none")
-    return (per_token * weights).sum() / (weights.sum() + 1e-5)  # google's denominator
-
-
 def pretraining_loss(model, batch: dict, nsp: bool = True, accuracy: bool = False,
                      span_boundary: bool = False) -> tuple[torch.Tensor, dict]:
     """(loss, parts) for one batch of PretrainingData.batch tensors; `parts` holds detached
@@ -25,10 +17,10 @@ def pretraining_loss(model, batch: dict, nsp: bool = True, accuracy: bool = Fals
     else:
         mlm_logits, nsp_logits = model(*inputs)
     weights = batch["masked_lm_weights"].reshape(-1)
-    mlm_loss = masked_token_loss(mlm_logits, batch)
+    mlm_loss = masked_lm_loss(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
     loss, parts = mlm_loss, {"mlm_loss": mlm_loss.detach()}
     if span_boundary:  # SpanBERT sums the two: L(x_i) = L_MLM(x_i) + L_SBO(x_i)
-        sbo_loss = masked_token_loss(sbo_logits, batch)
+        sbo_loss = masked_lm_loss(sbo_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
         loss, parts["sbo_loss"] = loss + sbo_loss, sbo_loss.detach()
     if accuracy:
         hits = (mlm_logits.argmax(-1).reshape(-1) == batch["masked_lm_ids"].reshape(-1)).float()
@@ -41,3 +33,12 @@ def pretraining_loss(model, batch: dict, nsp: bool = True, accuracy: bool = Fals
             parts.update(nsp_correct=(nsp_logits.argmax(-1) == batch["next_sentence_labels"]).sum().detach(),
                          nsp_total=torch.tensor(float(len(nsp_logits))))
     return loss, parts
+
+
+def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights) -> torch.Tensor:
+    """Cross-entropy at the masked positions, each weighted by masked_lm_weights (0 for the padding
+    of the prediction slots), over google's denominator sum(weights) + 1e-5."""
+    weights = masked_lm_weights.reshape(-1)
+    per_token = F.cross_entropy(mlm_logits.reshape(-1, mlm_logits.size(-1)).float(), masked_lm_ids.reshape(-1),
+                                reduction="none")
+    return (per_token * weights).sum() / (weights.sum() + 1e-5)
