@@ -109,6 +109,9 @@ def command_lines(f, source, out):
                          f["bert"], "--layers", "1", "--hidden", "16", "--heads", "2", "--intermediate", "32",
                          "--max-steps", "1", "--batch-size", "2", "--rouge-sentences", "0"]),
         "unilm-generate": (["unilm-generate", source, "--model", f["unilm"]], None),
+        "distill": (["distill", "--teacher", f["classifier"], "--student-layers", "1", "--train", source, "-o", out],
+                    ["distill", "--teacher", f["classifier"], "--student-layers", "1", "--train", f["table"], "--dev",
+                     f["table"], "-o", out, "--max-steps", "1", "--quiet", "--device", "cpu"]),
     }
 
 
