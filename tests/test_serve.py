@@ -382,3 +382,20 @@ def test_the_command_line_refuses_bad_model_arguments(tmp_path, capsys):
     assert "a NAME is given twice" in capsys.readouterr().err
     assert main(["serve", "--model", f"m={tmp_path / 'nowhere'}"]) == 2
     assert "--model m=" in capsys.readouterr().err
+
+
+def test_int8_serves_the_int8_model(tmp_path):
+    """create_app(int8=True) quantizes each model as it loads: the answer is the library's int8
+    model's, close to (not equal to) fp32's."""
+    from bertlab.inference.embed import embed_texts
+    from bertlab.inference.int8 import is_int8, quantize_int8
+    texts = ["The cat sat on the mat.", "Stocks fell sharply today."]
+    with TestClient(create_app({"minilm": "minilm"}, int8=True)) as c:
+        got = np.array(ok(ready(c).post("/v1/embed", json={"model": "minilm", "texts": texts}))["embeddings"])
+        assert is_int8(c.app.state.registry.models["minilm"].loaded.model)
+    reference = load_model("minilm")
+    fp32 = embed_texts(reference.model, reference.tokenizer, texts)
+    int8 = embed_texts(quantize_int8(reference.model), reference.tokenizer, texts)
+    np.testing.assert_allclose(got, int8, atol=1e-5)
+    cosine = (got * fp32).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(fp32, axis=1)
+    assert cosine.min() > 0.95 and np.abs(got - fp32).max() > 1e-6

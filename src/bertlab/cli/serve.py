@@ -37,6 +37,9 @@ def add_parser(subparsers):
     p.add_argument("--max-new-tokens", type=positive_int, default=256,
                    help="the most tokens one generate request may ask for (256; past it: 413)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda or mps")
+    p.add_argument("--int8", action="store_true",
+                   help="run every model's linear layers as dynamic int8 on the CPU (docs/export.md: speed and "
+                        "quality cost measured on real data)")
     p.add_argument("--no-access-log", action="store_true", help="do not log a line per request (saves CPU under load)")
     p.set_defaults(run=run)
 
@@ -54,6 +57,9 @@ def run(args):
     except ImportError as e:
         raise ValueError(f"bertlab serve needs the [serve] extra (pip install 'bertlab[serve]'): {e}") from None
     from ..interop.pretrained import resolve
+    if args.int8:
+        from ..inference.int8 import check_int8_settings
+        check_int8_settings(args.device)
     models = dict(args.model)
     if len(models) < len(args.model):
         raise ValueError("--model: a NAME is given twice; each model needs its own name")
@@ -63,6 +69,6 @@ def run(args):
         except FileNotFoundError as e:
             raise ValueError(f"--model {name}={folder}: {e}") from None
     serve(models, args.host, args.port, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms,
-          max_queue=args.max_queue, device=args.device, access_log=not args.no_access_log,
+          max_queue=args.max_queue, device=args.device, int8=args.int8, access_log=not args.no_access_log,
           limits=Limits(args.max_chars, args.max_texts, args.max_new_tokens))
     return 0

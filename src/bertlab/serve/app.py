@@ -96,12 +96,13 @@ class AttentionRequest(BaseModel):
 
 # --- the app ----------------------------------------------------------------------------------------
 def create_app(models: dict, max_batch_size: int = 32, max_wait_ms: float = 5.0, max_queue: int = 256,
-               limits: Limits = Limits(), device: str = "cpu") -> FastAPI:
+               limits: Limits = Limits(), device: str = "cpu", int8: bool = False) -> FastAPI:
     """The app serving `models` ({name: a folder load_model reads, a packaged name such as
     "minilm", or an already loaded interop.load.LoadedModel}). The models load in a background
-    thread when the app starts; /readyz answers 200 once all are in."""
+    thread when the app starts; /readyz answers 200 once all are in. int8: their Linear layers run
+    as PyTorch's dynamic int8 (inference.int8.quantize_int8; CPU only)."""
     registry = Registry(models, dict(max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, max_queue=max_queue),
-                        device)
+                        device, int8)
 
     @asynccontextmanager
     async def lifespan(app):

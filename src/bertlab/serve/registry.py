@@ -21,10 +21,10 @@ class ServedModel:
 class Registry:
     """name -> ServedModel once loaded; `errors` holds the models that failed to load."""
 
-    def __init__(self, models: dict, batching: dict, device: str = "cpu"):
+    def __init__(self, models: dict, batching: dict, device: str = "cpu", int8: bool = False):
         if not models:
             raise ValueError("no models to serve: give at least one --model NAME=DIR")
-        self.sources, self.batching, self.device = dict(models), batching, device
+        self.sources, self.batching, self.device, self.int8 = dict(models), batching, device, int8
         self.models: dict[str, ServedModel] = {}
         self.errors: dict[str, str] = {}
         self.loaded = threading.Event()
@@ -38,6 +38,9 @@ class Registry:
         for name, source in self.sources.items():
             try:
                 loaded = source if isinstance(source, LoadedModel) else load_model(source, self.device)
+                if self.int8:  # every task reads loaded.model: its Linear layers become int8 in place
+                    from ..inference.int8 import quantize_int8
+                    quantize_int8(loaded.model)
                 where = "(in memory)" if isinstance(source, LoadedModel) else str(source)
                 self.models[name] = ServedModel(name, loaded, where, self.batching)
             except Exception as e:  # noqa: BLE001 - reported by /readyz and by requests to this model
