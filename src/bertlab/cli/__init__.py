@@ -15,9 +15,10 @@ from . import create_pretraining_data, vocab
 from . import pretrain
 from . import translate, translate_train
 from . import notes
+from . import word2vec
 
 COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, extract_features, fill_mask, attention,
-            convert, pretrain, vocab, create_pretraining_data, data, translate_train, translate, notes]
+            convert, pretrain, vocab, create_pretraining_data, data, translate_train, translate, notes, word2vec]
 
 
 def build_parser() -> argparse.ArgumentParser:
