@@ -152,3 +152,55 @@ def test_a_missing_entity_marker_names_the_file_and_line(tmp_path, capsys):
     lines = open(bad_json, encoding="utf-8").read().splitlines()
     where = int(str(pytest.raises(ValueError, read_tacred, bad_json).value).split(":")[1])
     assert lines[where - 1].strip() == "{" and '"He"' in "".join(lines[where:where + 8])
+
+
+PACKAGES = """Package: editorx
+Depends: libfoo1 (>= 1.2), libc6 | libc6-alt
+Suggests: spellz
+Breaks: oldeditor (<< 2)
+
+Package: libfoo1
+Source: foo
+
+Package: spellz
+
+Package: oldeditor
+
+Package: viewer
+
+Package: the
+"""
+TRANSLATIONS = """Package: editorx
+Description-en: an editor
+ It links against libfoo1, which does the drawing.
+ .
+ Install spellz (optional) to check words, and the oldeditor will no longer work with it.
+ Unlike viewer, editorx edits files.
+
+Package: viewer
+Description-en: a tool
+ Shows the pictures of the day.
+"""
+
+
+def test_the_debian_relation_set_labels_mentions_from_the_control_fields(tmp_path):
+    import importlib.util
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("make_relations", root / "data/debian-relations/make_relations.py")
+    make_relations = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_relations)
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    write(lists / "x_main_binary-amd64_Packages", PACKAGES)
+    write(lists / "x_main_i18n_Translation-en", TRANSLATIONS)
+    make_relations.build(tmp_path / "out", str(lists), str(tmp_path / "no-status"), none_ratio=1.0, common_words=1)
+    rows = [r for split in ("train", "dev", "test") for r in json.loads((tmp_path / "out" / f"{split}.json").read_text())]
+    labels = {r["id"]: r["relation"] for r in rows}
+    assert labels == {"editorx/libfoo1": "Depends", "editorx/spellz": "Suggests", "editorx/oldeditor": "Conflicts",
+                      "editorx/viewer": "none"}  # "the" is the most frequent word: no mention
+    spellz = next(r for r in rows if r["id"] == "editorx/spellz")
+    assert spellz["token"][:2] == ["editorx", ":"] and spellz["token"][spellz["obj_start"]] == "spellz"
+    files = [tmp_path / "out" / f"{split}.json" for split in ("train", "dev", "test")]
+    marked = [e.text for f in files if json.loads(f.read_text()) for e in read_tacred(str(f))]
+    assert "[E1] editorx [/E1] : It links against [E2] libfoo1 [/E2] , which does the drawing." in marked

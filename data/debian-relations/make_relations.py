@@ -84,7 +84,7 @@ def examples_of(name, fields, description, names):
     for paragraph in paragraphs:
         for sentence in split_sentences(paragraph):
             words = sentence.split()
-            if not 4 <= len(words) <= 60:
+            if not 4 <= len(words) <= 40:  # short enough for 128 word pieces with the markers
                 continue
             for i, word in enumerate(words):
                 other = word.strip(STRIP)
@@ -98,8 +98,9 @@ def split_of(source: str) -> str:
     return "test" if bucket < 10 else "dev" if bucket < 20 else "train"
 
 
-def hash_order(rows):
-    return sorted(rows, key=lambda r: hashlib.sha1(json.dumps(r, sort_keys=True).encode()).hexdigest())
+def hash_order(rows, salt: str):
+    """A fixed shuffle; each use takes its own salt, as the rows one cut kept all have low hashes of its salt."""
+    return sorted(rows, key=lambda r: hashlib.sha1((salt + json.dumps(r, sort_keys=True)).encode()).hexdigest())
 
 
 def build(out_dir, lists_dir=APT_LISTS, status_file="/var/lib/dpkg/status", none_ratio=1.0, limits=None,
@@ -110,7 +111,7 @@ def build(out_dir, lists_dir=APT_LISTS, status_file="/var/lib/dpkg/status", none
     # Package names that are everyday words ("the", "an", "file", "make") would fill "none" with
     # trivial cases: a name among the descriptions' most frequent words is no candidate mention,
     # whatever A's fields say of it (the filter never looks at the label).
-    frequent = Counter(w.strip(STRIP).lower() for d in descriptions.values() for w in set(d.split()))
+    frequent = Counter(w for d in descriptions.values() for w in {w.strip(STRIP).lower() for w in d.split()})
     common = {w for w, _ in frequent.most_common(common_words)}
     names = set(packages) - common
     rows = {"train": [], "dev": [], "test": []}
@@ -131,8 +132,8 @@ def build(out_dir, lists_dir=APT_LISTS, status_file="/var/lib/dpkg/status", none
     os.makedirs(out_dir, exist_ok=True)
     for split, items in rows.items():
         related = [r for r in items if r["relation"] != "none"]
-        none = hash_order([r for r in items if r["relation"] == "none"])[:int(none_ratio * len(related))]
-        items = hash_order(related + none)[:(limits or {}).get(split)]
+        none = hash_order([r for r in items if r["relation"] == "none"], "none")[:int(none_ratio * len(related))]
+        items = hash_order(related + none, "sample")[:(limits or {}).get(split)]
         stats[split] = dict(sorted(Counter(r["relation"] for r in items).items()))
         with open(os.path.join(out_dir, f"{split}.json"), "w", encoding="utf-8") as f:
             json.dump(items, f, indent=0, ensure_ascii=False)
