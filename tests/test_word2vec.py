@@ -135,3 +135,15 @@ def test_bert_gives_each_occurrence_its_own_vector_where_word2vec_has_one(tmp_pa
     assert it.static_partners.shape == (2, 2) and np.ptp(it.static_partners, axis=0).max() == 0
     assert np.abs(it.contextual_partners[0] - it.contextual_partners[1]).max() > 0.01
     assert "1 vs 2" in report(it, "minilm")
+
+
+def test_a_stopped_run_resumes_to_the_same_vectors(tmp_path):
+    corpus = str(planted_corpus(tmp_path / "corpus.txt"))
+    settings = lambda out, **kw: Word2VecSettings(out=str(tmp_path / out), dim=8, epochs=1, batch_size=500,  # noqa: E731
+                                                  progress=False, device="cpu", **kw)
+    whole = train_word2vec(corpus, settings("whole"))
+    part = train_word2vec(corpus, settings("part", max_minutes=0))
+    assert part["stopped_by_time"] and part["steps"] == 1
+    resumed = train_word2vec(corpus, settings("part", resume=True))
+    assert resumed["steps"] == whole["steps"] == 16
+    assert (tmp_path / "part" / "vectors.txt").read_text() == (tmp_path / "whole" / "vectors.txt").read_text()

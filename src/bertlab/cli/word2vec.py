@@ -30,7 +30,7 @@ def add_parser(subparsers):
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("corpus", help="text file, one sentence (or paragraph) per line")
     add_run_arguments(t.add_argument_group("run"), defaults=dict(
-        batch_size=2000, lr=0.025, max_steps=None, max_minutes=None, save_every=None, seed=0, device="auto",
+        batch_size=250, lr=0.025, max_steps=None, max_minutes=None, save_every=None, seed=0, device="auto",
         resume=False), help={"batch_size": "corpus words per step (before subsampling)",
                              "lr": "starting learning rate (word2vec's alpha), decayed linearly to --min-alpha"})
     g = t.add_argument_group("word2vec")
