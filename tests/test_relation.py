@@ -80,6 +80,12 @@ def test_featurize_gives_the_exact_marker_tokens_and_their_positions(tmp_path):
     g = task.featurize(long, t)[0]
     assert len(g["input_ids"]) == 16 and g["truncated"]
     assert [t.convert_ids_to_tokens([g["input_ids"][p]])[0] for p in g["entity_positions"]] == ["[E1]", "[E2]"]
+    # markers further apart than the window: half a window from each, the middle cut out
+    apart = [type(examples[0])("x:2", "[E1] code [/E1] " + "the " * 30 + "[E2] author [/E2] a a", "Other")]
+    h = task.featurize(apart, t)[0]
+    assert t.convert_ids_to_tokens(h["input_ids"]) == ["[CLS]", "[E1]", "code", "[/E1]", *["the"] * 4,
+                                                       "[E2]", "author", "[/E2]", "a", "a", "[SEP]"][:16]
+    assert h["entity_positions"] == [1, 8] and h["truncated"]
 
 
 def test_the_model_reads_the_last_layer_at_the_two_start_markers():

@@ -171,22 +171,23 @@ class RelationTask(SequenceClassificationTask):
         features = []
         for i, (e, ids) in enumerate(zip(examples, tokenizer.tokenize_ids_batch([e.text for e in examples],
                                                                                 add_special_tokens=False))):
-            window, truncated = self._window(ids, [ids.index(e1), ids.index(e2)], e)
+            window, truncated = self._window(ids, [ids.index(e1), ids.index(e2)])
             positions = [window.index(e1) + 1, window.index(e2) + 1]  # + 1: [CLS] comes first
             features.append({**self._feature(i, e, [cls, *window, sep], [0] * (len(window) + 2), truncated),
                              "entity_positions": positions})
         return features
 
-    def _window(self, ids, starts, example):
-        """The pieces, cut to max_seq_length - 2 around the two start markers when too long."""
+    def _window(self, ids, starts):
+        """The pieces, cut to max_seq_length - 2 when too long: a window with the two start markers
+        centred in it or, where they are further apart than that, half a window from each marker on
+        (the middle between the entities is cut out)."""
         room = self.max_seq_length - 2
         if len(ids) <= room:
             return ids, False
         first, last = min(starts), max(starts)
         if last - first >= room:
-            raise ValueError(f"{example.guid}: the entity markers are {last - first} word pieces apart, more than "
-                             f"fit in --max-seq-length {self.max_seq_length}")
-        # the two start markers centred in the window, which stays inside the pieces
+            half = room // 2
+            return ids[first:first + half] + ids[last:last + room - half], True
         begin = min(max(0, first - (room - (last - first + 1)) // 2), len(ids) - room)
         return ids[begin:begin + room], True
 
