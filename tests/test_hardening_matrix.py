@@ -97,6 +97,8 @@ def command_lines(f, source, out):
                       ["translate", f["text"], "--model", f["translation"], "-o", out + ".txt"]
                       if _has_output_flag("translate") else None),
         "notes": (None, ["notes", "positions", "-o", out]),  # reads nothing; -o is the pictures' folder
+        "word2vec": (["word2vec", "train", source, "-o", out, "--quiet"],
+                     ["word2vec", "train", f["text"], "-o", out, "--min-count", "1", "--quiet", "--device", "cpu"]),
     }
 
 
