@@ -112,6 +112,8 @@ def command_lines(f, source, out):
         "distill": (["distill", "--teacher", f["classifier"], "--student-layers", "1", "--train", source, "-o", out],
                     ["distill", "--teacher", f["classifier"], "--student-layers", "1", "--train", f["table"], "--dev",
                      f["table"], "-o", out, "--max-steps", "1", "--quiet", "--device", "cpu"]),
+        "word2vec": (["word2vec", "train", source, "-o", out, "--quiet"],
+                     ["word2vec", "train", f["text"], "-o", out, "--min-count", "1", "--quiet", "--device", "cpu"]),
     }
 
 

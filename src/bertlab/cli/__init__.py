@@ -18,10 +18,11 @@ from . import translate, translate_train
 from . import unilm_generate, unilm_train
 from . import notes
 from . import serve, export
+from . import word2vec
 
 COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, distill, extract_features, fill_mask,
             attention, convert, pretrain, vocab, create_pretraining_data, data, translate_train, translate,
-            unilm_train, unilm_generate, notes, serve, export]
+            unilm_train, unilm_generate, word2vec, notes, serve, export]
 
 
 def build_parser() -> argparse.ArgumentParser:

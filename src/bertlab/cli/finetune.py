@@ -18,7 +18,7 @@ def add_parser(subparsers):
                     "OUT/metrics.jsonl, OUT/curves.png, OUT/summary.json, and OUT/checkpoint.pt at each "
                     "evaluation until the run completes (for --resume).",
         epilog="Tasks: classify (one text or a pair, any labels), regression (a number), ner "
-               "(CoNLL files), squad (SQuAD v1.1/v2.0 JSON), multiple_choice or swag (SWAG's CSV: a context and N endings), and the GLUE tasks by name with "
+               "(CoNLL files), squad (SQuAD v1.1/v2.0 JSON), multiple_choice or swag (SWAG's CSV: a context and N endings), relation (SemEval-2010 Task 8 or TACRED: two marked entities), and the GLUE tasks by name with "
                "--data-dir (cola sst-2 mrpc sts-b qqp mnli qnli rte wnli). Example: bertlab finetune "
                "--task mrpc --data-dir glue_data/MRPC --model minilm -o runs/mrpc")
     p.add_argument("--task", required=True, metavar="NAME", help="one of: " + ", ".join(TASK_NAMES))
@@ -56,6 +56,8 @@ def add_parser(subparsers):
                            "default, as google-research/bert and HF do), or read it in sliding windows and average "
                            "their logits (an epoch then holds a step's work per window: 4.3x on long manual-page "
                            "texts, which scored far better truncated at the same compute; docs/finetune.md)")
+    data.add_argument("--relation-format", choices=["auto", "semeval", "tacred"], default="auto",
+                      help="relation: SemEval-2010 Task 8 text or TACRED JSON (auto: .json/.jsonl are TACRED)")
     data.add_argument("--version-2-with-negative", action="store_true", help="squad: SQuAD 2.0 (unanswerable questions)")
     data.add_argument("--add-tokens", metavar="T1,T2", help="new special tokens never split (e.g. entity markers "
                                                            "[S-PER],[E-PER]); the embedding table grows to fit")
@@ -85,13 +87,15 @@ def task_options(args) -> dict:
         options = {"context": args.context, "prefix": args.prefix or None, "endings": args.endings.split(",")}
     elif args.task == "squad":
         options = {"version_2_with_negative": args.version_2_with_negative}
+    elif args.task == "relation":
+        options = {"format": args.relation_format, "metric": args.metric}
     else:
         options = {}
     if args.doc_stride:
         if args.task not in WINDOWED:
             raise ValueError(f"--doc-stride: {args.task} truncates its inputs; it reads no windows")
         options["doc_stride"] = args.doc_stride
-    if args.task in ("ner", "squad", "multiple_choice", "swag"):
+    if args.task in ("ner", "squad", "multiple_choice", "swag", "relation"):
         if args.long_inputs:
             raise ValueError(f"--long-inputs is for classification and regression, not {args.task}")
     else:

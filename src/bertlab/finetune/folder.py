@@ -86,7 +86,7 @@ def load_finetuned(folder):
     state = read_json(path)
     if not isinstance(state.get("task"), str):
         raise ValueError(f"{path}: no \"task\" name; not a task.json written by `bertlab finetune`")  # noqa: TRY004
-    single_text = state.get("text_b") is None and state["task"].lower() not in ("ner", "squad", "multiple_choice", "swag")
+    single_text = state.get("text_b") is None and state["task"].lower() not in ("ner", "squad", "multiple_choice", "swag", "relation")
     if single_text and "long_inputs" not in state:
         state = {**state, "long_inputs": "windows"}  # saved before the option: trained on windows
     try:

@@ -27,6 +27,8 @@ def finetune_job(task, base_model, s: FinetuneSettings, *, train=None, dev=None,
             if wanted:
                 raise ValueError(f"--{name} compares dev scores: give --dev (or --data-dir for a GLUE task)")
     splits = read_splits(task, train, dev, test, data_dir)
+    # a task's own special tokens (relation's entity markers) join those asked for
+    added_tokens = (*added_tokens, *(t for t in getattr(task, "special_tokens", ()) if t not in added_tokens))
     base = lambda: load_base_model(task, base_model, init, added_tokens, quiet=not s.progress, seed=s.seed)  # noqa: E731
     model, tokenizer = base()  # a broken model folder is found before OUT is touched
     prepare_output(s.out, s.resume, overwrite)

@@ -10,7 +10,8 @@ TASKS = {"classify": ("classification", "SequenceClassificationTask"),
          "ner": ("ner", "TokenClassificationTask"),
          "squad": ("squad", "QuestionAnsweringTask"),
          "multiple_choice": ("multiple_choice", "MultipleChoiceTask"),
-         "swag": ("multiple_choice", "MultipleChoiceTask")}
+         "swag": ("multiple_choice", "MultipleChoiceTask"),
+         "relation": ("relation", "RelationTask")}
 TASK_NAMES = sorted(TASKS) + sorted(GLUE)
 WINDOWED = ("classify", "regression", "ner", "squad", *GLUE)  # tasks that read long inputs in windows
 

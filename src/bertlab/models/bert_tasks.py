@@ -93,3 +93,18 @@ class BertForMultipleChoice(_BertWithHead):
         no_positions = input_ids.new_zeros(batch * choices, 0)
         out = self.bert.forward_at(no_positions, flat(input_ids), flat(token_type_ids), flat(attention_mask))
         return self.classifier(self.dropout(out.pooled_output)).view(batch, choices)
+
+
+class BertForRelationClassification(_BertWithHead):
+    """Relation extraction (finetune/relation.py): the last layer's vectors at the [E1] and [E2]
+    start markers, entity_positions (batch, 2), concatenated -> dropout -> linear: (batch, num_labels)."""
+
+    def __init__(self, config: BertConfig, num_labels: int = 2, init_weights: bool = True):
+        super().__init__(config, init_weights)
+        self.num_labels = num_labels
+        self.classifier = self._init_head(nn.Linear(2 * config.hidden_size, num_labels))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, entity_positions=None):
+        # forward_at runs the last layer for the two marker positions (and [CLS]) alone
+        out = self.bert.forward_at(entity_positions, input_ids, token_type_ids, attention_mask)
+        return self.classifier(self.dropout(out.sequence_output.flatten(1)))
