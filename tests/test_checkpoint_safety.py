@@ -132,3 +132,19 @@ def test_unknown_devices_are_clear_errors(device, needle, tmp_path):
     text = write(tmp_path / "a.txt", "hello\n")
     assert_error(run_cli("embed", text, "-o", tmp_path / "a.npy", "--model", "minilm", "--device", device),
                  "--device", needle)
+
+
+def test_an_output_that_is_a_device_or_pipe_is_written_in_place(tmp_path):
+    """`-o /dev/null` or a named pipe is written through, never renamed over: as root the rename
+    once put a regular file where /dev/null was. A pipe stands in for the device here."""
+    import stat
+    import threading
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(pipe).read()))
+    reader.start()
+    atomic_write(pipe, lambda f: f.write("a line\n"))
+    reader.join(10)
+    assert got == ["a line\n"] and stat.S_ISFIFO(os.stat(pipe).st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["pipe"]  # no temporary file left beside it

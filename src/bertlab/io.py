@@ -11,6 +11,12 @@ def atomic_write(path, write_fn, mode="w", encoding="utf-8"):
     path = os.fspath(path)
     if os.path.isdir(path):
         raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", path)
+    if os.path.exists(path) and not os.path.isfile(path):
+        # /dev/null, /dev/stdout, a named pipe: written in place. A rename would put a regular file
+        # where the device was (as root, `-o /dev/null` once replaced the machine's /dev/null).
+        with open(path, mode, **({} if "b" in mode else {"encoding": encoding, "newline": "\n"})) as f:
+            write_fn(f)
+        return
     folder = make_folder(os.path.dirname(os.path.abspath(path)))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=TEMP_PREFIX, suffix=os.path.basename(path))
     try:
