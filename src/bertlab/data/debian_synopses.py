@@ -16,7 +16,6 @@ read; ``test.lead``, the lead baseline (the description's first sentence cut to
 ``lead_words`` words); and ``stats.json``. The text is the package maintainers' (DFSG-free
 licences, but each package's own): nothing of it is shipped with bertlab.
 """
-import glob
 import hashlib
 import json
 import os
@@ -24,6 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..io import atomic_write_text
+from . import debian_zh
 from .debian_zh import description_paragraphs, read_sections, split_of, stanzas
 from .sentences import split_sentences
 
@@ -36,17 +36,8 @@ HOW_TO_FETCH = ("fetch them with: apt-get update -o Acquire::Languages=en (as ro
 def find_lists(lists_dir=APT_LISTS) -> tuple[list[str], list[str]]:
     """(Translation-en files, Packages files) in apt's lists folder; an error saying how to fetch
     them when either is missing."""
-    if not os.path.isdir(lists_dir):
-        raise ValueError(f"{lists_dir}: no such folder (apt's package lists); {HOW_TO_FETCH}")
-    translations = sorted(p for p in glob.glob(os.path.join(lists_dir, "*_i18n_Translation-en*"))
-                          if not p.endswith(".diff") and os.path.isfile(p))
-    packages = sorted(p for p in glob.glob(os.path.join(lists_dir, "*_Packages*")) if os.path.isfile(p))
-    if not translations:
-        raise ValueError(f"{lists_dir}: holds no Translation-en list, where apt keeps the long descriptions; "
-                         + HOW_TO_FETCH)
-    if not packages:
-        raise ValueError(f"{lists_dir}: holds no Packages list to take the source packages from; run apt-get update")
-    return translations, packages
+    return debian_zh.find_lists(lists_dir, "en", ", where apt keeps the long descriptions", HOW_TO_FETCH,
+                                "the source packages")
 
 
 def read_descriptions(translation_files):

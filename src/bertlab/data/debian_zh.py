@@ -47,19 +47,20 @@ HOW_TO_FETCH = ("fetch them with: sudo apt-get update -o Acquire::Languages=zh_C
 SENTENCE_END = re.compile(r"(?<=[。！？；])")
 
 
-def find_lists(lists_dir=APT_LISTS) -> tuple[list[str], list[str]]:
-    """(Translation-zh_CN files, Packages files) in apt's lists folder, sorted; an error that says
-    how to fetch them when either is missing."""
+def find_lists(lists_dir=APT_LISTS, language="zh_CN", why_missing=" (apt fetches none unless asked)",
+               how_to_fetch=HOW_TO_FETCH, packages_for="the sections") -> tuple[list[str], list[str]]:
+    """(Translation files of `language`, Packages files) in apt's lists folder, sorted; an error that
+    says how to fetch them when either is missing. debian_synopses asks for "en"."""
     if not os.path.isdir(lists_dir):
-        raise ValueError(f"{lists_dir}: no such folder (apt's package lists); {HOW_TO_FETCH}")
-    translations = sorted(p for p in glob.glob(os.path.join(lists_dir, "*_i18n_Translation-zh*CN*"))
+        raise ValueError(f"{lists_dir}: no such folder (apt's package lists); {how_to_fetch}")
+    pattern = f"*_i18n_Translation-{language.replace('_', '*')}*"  # apt writes zh_CN as zh%5fCN
+    translations = sorted(p for p in glob.glob(os.path.join(lists_dir, pattern))
                           if not p.endswith(".diff") and os.path.isfile(p))
     packages = sorted(p for p in glob.glob(os.path.join(lists_dir, "*_Packages*")) if os.path.isfile(p))
     if not translations:
-        raise ValueError(f"{lists_dir}: holds no Translation-zh_CN list (apt fetches none unless asked); "
-                         + HOW_TO_FETCH)
+        raise ValueError(f"{lists_dir}: holds no Translation-{language} list{why_missing}; {how_to_fetch}")
     if not packages:
-        raise ValueError(f"{lists_dir}: holds no Packages list to take the sections from; run apt-get update")
+        raise ValueError(f"{lists_dir}: holds no Packages list to take {packages_for} from; run apt-get update")
     return translations, packages
 
 
