@@ -206,13 +206,13 @@ class MaskedLMHead(nn.Module):
     so pretraining never pays for a vocabulary-size softmax at every position.
     """
 
-    def __init__(self, config: BertConfig, embedding_table: nn.Parameter):
+    def __init__(self, config: BertConfig, embedding_table: nn.Parameter, act: str | None = None):
         super().__init__()
         # H -> E when the embedding is factorised (ALBERT, ELECTRA's generator): the decoder is the
-        # E-wide word embedding table
+        # E-wide word embedding table. `act` replaces hidden_act (ELECTRA's generator: GELU always)
         width = config.embedding_size or config.hidden_size
         self.dense = nn.Linear(config.hidden_size, width)
-        self.act = activation(config.hidden_act)
+        self.act = activation(act or config.hidden_act)
         self.norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.embedding_table = embedding_table  # shared Parameter, not a copy
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..core import activation
-from .bert import BertModel
+from .bert import BertModel, MaskedLMHead
 from .bert_config import BertConfig
 
 
@@ -42,28 +42,6 @@ class ReplacedTokenDetectionHead(nn.Module):
         return self.dense_prediction(self.act(self.dense(sequence_output))).squeeze(-1)
 
 
-class GeneratorHead(nn.Module):
-    """The generator's masked-LM head: dense H_g -> E, GELU, LayerNorm(E), then the decoder tied to
-    the (shared) word embeddings plus an output bias. As BERT's MaskedLMHead, but projecting down to
-    the embedding width E, and GELU whatever hidden_act says (HF's ElectraGeneratorPredictions)."""
-
-    def __init__(self, config: BertConfig, embedding_table: nn.Parameter):
-        super().__init__()
-        width = embedding_table.size(1)
-        self.dense = nn.Linear(config.hidden_size, width)
-        self.act = activation("gelu")
-        self.norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
-        self.embedding_table = embedding_table  # shared Parameter, not a copy
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
-
-    def forward(self, sequence_output, positions=None):
-        """positions: (batch, n) indices into the sequence, or None for every position."""
-        if positions is not None:
-            index = positions[..., None].expand(-1, -1, sequence_output.size(-1))
-            sequence_output = sequence_output.gather(1, index)
-        return F.linear(self.norm(self.act(self.dense(sequence_output))), self.embedding_table, self.bias)
-
-
 class ElectraForPreTraining(nn.Module):
     """The discriminator: the encoder plus the replaced-token-detection head at every position."""
 
@@ -87,7 +65,8 @@ class ElectraForMaskedLM(nn.Module):
         super().__init__()
         self.config = config
         self.electra = electra_encoder(config, init_weights)
-        self.generator = GeneratorHead(config, self.electra.get_embedding_table())
+        # HF's ElectraGeneratorPredictions: BERT's masked-LM head, GELU whatever hidden_act says
+        self.generator = MaskedLMHead(config, self.electra.get_embedding_table(), act="gelu")
         if init_weights:
             self.generator.apply(self.electra._init_weights)
 
