@@ -14,15 +14,14 @@ the held-out metrics and the export differ.
 import os
 from dataclasses import dataclass, replace
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from .. import validate
 from ..models import BertConfig
 from ..models.electra import Electra
-from ..training.distributed import sum_across
 from ..training.engine import Objective, fit
+from .evaluation import evaluate
 from .trainer import MaskedLMPretraining, PretrainSettings, _tokenizer
 
 DISC_WEIGHT = 50.0  # the paper's lambda (google-research/electra disc_weight)
@@ -157,24 +156,11 @@ def evaluate_electra(model, data, batch_size, device, info, limit=None, mask_fn_
     """Held-out generator MLM loss and accuracy, discriminator loss and accuracy (every real
     position) over the first `limit` instances; the samples are drawn from a generator seeded by
     `seed`, so every evaluation replaces the same way for the same model."""
-    was_training, model = model.training, _unwrapped(model)
-    model.eval()
+    model = _unwrapped(model)
     draws = torch.Generator(device=device).manual_seed(seed)
-    n = len(data) if limit is None else min(limit, len(data))
-    mine = np.arange(n)[info.rank::info.world_size]
-    sums = torch.zeros(6, dtype=torch.float64)  # mlm loss x count, hits, count; disc loss x count, hits, count
-    for i, start in enumerate(range(0, len(mine), batch_size)):
-        batch = data.batch(mine[start:start + batch_size], mask_fn_for(i) if data.dynamic else None)
-        _, p = electra_loss(model, {k: v.to(device) for k, v in batch.items()}, disc_weight, True, draws)
-        row = [p["mlm_loss"] * p["mlm_total"], p["mlm_correct"], p["mlm_total"],
-               p["disc_loss"] * p["disc_total"], p["disc_correct"], p["disc_total"]]
-        sums += torch.stack([torch.as_tensor(x, dtype=torch.float64).cpu() for x in row])
-    model.train(was_training)
-    s = sum_across(sums, info).tolist()
-    out = {"mlm_loss": s[0] / max(s[2], 1), "mlm_accuracy": s[1] / max(s[2], 1),
-           "disc_loss": s[3] / max(s[5], 1), "disc_accuracy": s[4] / max(s[5], 1), "instances": n}
-    out["loss"] = out["mlm_loss"] + disc_weight * out["disc_loss"]
-    return out
+    return evaluate(model, data, batch_size, device, info=info, limit=limit, mask_fn_for=mask_fn_for,
+                    parts_of=lambda batch: electra_loss(model, batch, disc_weight, True, draws)[1],
+                    second="disc", second_weight=disc_weight)
 
 
 def train_electra(s: ElectraSettings) -> dict:

@@ -11,35 +11,42 @@ from .shards import PretrainingData
 
 @torch.no_grad()
 def evaluate(model, data, batch_size: int, device, autocast=None, info: DistInfo = DistInfo(),
-             limit: int | None = None, mask_fn_for=None) -> dict:
+             limit: int | None = None, mask_fn_for=None, parts_of=None, second=None,
+             second_weight: float = 1.0) -> dict:
     """mlm_loss (per masked token), mlm_accuracy, and with NSP data nsp_loss and nsp_accuracy,
     over the first `limit` instances of `data` (all by default); each rank takes every
     world_size-th instance and the counts are summed across ranks.
 
     `mask_fn_for(i)` gives the mask function for the i-th batch of dynamically masked data; it is
-    seeded by i, so every evaluation sees the same masks."""
+    seeded by i, so every evaluation sees the same masks. Another objective passes `parts_of(batch)`
+    (its loss parts with accuracy counts) and the name of its second head (ELECTRA: "disc", weighted
+    `second_weight` in the total loss)."""
     was_training = model.training
     model.eval()
-    nsp = data.meta["nsp"]
+    if parts_of is None:
+        nsp = data.meta["nsp"]
+        second = "nsp" if nsp else None
+        parts_of = lambda batch: pretraining_loss(model, batch, nsp, accuracy=True)[1]  # noqa: E731
     n = len(data) if limit is None else min(limit, len(data))
     mine = np.arange(n)[info.rank::info.world_size]
-    # masked-LM loss x count, hits, count; next-sentence loss x count, hits, count
+    # masked-LM loss x count, hits, count; the second head's loss x count, hits, count
     sums = torch.zeros(6, dtype=torch.float64)
     for i, start in enumerate(range(0, len(mine), batch_size)):
         batch = data.batch(mine[start:start + batch_size], mask_fn_for(i) if data.dynamic else None)
         batch = {k: v.to(device) for k, v in batch.items()}
         with autocast or contextlib.nullcontext():
-            _, parts = pretraining_loss(model, batch, nsp, accuracy=True)
+            parts = parts_of(batch)
         row = [parts["mlm_loss"] * parts["mlm_total"], parts["mlm_correct"], parts["mlm_total"]]
-        if nsp:
-            row += [parts["nsp_loss"] * parts["nsp_total"], parts["nsp_correct"], parts["nsp_total"]]
+        if second:
+            row += [parts[f"{second}_loss"] * parts[f"{second}_total"], parts[f"{second}_correct"],
+                    parts[f"{second}_total"]]
         sums[:len(row)] += torch.stack([torch.as_tensor(x, dtype=torch.float64).cpu() for x in row])
     model.train(was_training)
     s = sum_across(sums, info).tolist()
     out = {"mlm_loss": s[0] / max(s[2], 1), "mlm_accuracy": s[1] / max(s[2], 1), "instances": n}
-    if nsp:
-        out.update(nsp_loss=s[3] / max(s[5], 1), nsp_accuracy=s[4] / max(s[5], 1))
-    out["loss"] = out["mlm_loss"] + out.get("nsp_loss", 0.0)
+    if second:
+        out.update({f"{second}_loss": s[3] / max(s[5], 1), f"{second}_accuracy": s[4] / max(s[5], 1)})
+    out["loss"] = out["mlm_loss"] + second_weight * out.get(f"{second}_loss", 0.0)
     return out
 
 
