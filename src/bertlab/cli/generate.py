@@ -60,82 +60,23 @@ def options_from(args):
                            top_p=args.top_p, repetition_penalty=args.repetition_penalty, stop=tuple(args.stop))
 
 
-class _Streamer:
-    """Prints a single prompt's continuation as it grows (inference.generate.TextStream)."""
-
-    def __init__(self, tokenizer, stops):
-        from ..inference.generate import TextStream
-        self.stream = TextStream(tokenizer.decode, stops)
-
-    def __call__(self, row, token):
-        piece = self.stream.add(token)
-        if piece:
-            sys.stdout.write(piece)
-            sys.stdout.flush()
-
-    def finish(self):
-        sys.stdout.write(self.stream.finish() + "\n")
-
-
 def run(args):
-    import dataclasses
-
-    import torch
-
-    from ..device import pick_device
-    from ..inference.generate import generate, truncate_at_stop
-    from ..interop.hf_gpt2 import load_gpt2
-    from ..io import read_lines
-    from ..tokenization.char_level import load_gpt_tokenizer
+    from ..inference.generate import generate_file, generate_prompt
     if (args.prompt is None) == (args.prompts is None):
         raise ValueError("give either a PROMPT or --prompts FILE")
     if args.prompt is not None and not args.prompt.strip():
         raise ValueError("PROMPT is blank: give some text to continue")
     options = options_from(args)
-    prompts = read_lines(args.prompts) if args.prompts else [args.prompt]
-    device = pick_device(args.device)
-    if args.int8:
-        from ..inference.int8 import check_int8_settings
-        check_int8_settings(device)
-    model, _ = load_gpt2(args.model, map_location=device)
-    if args.int8:
-        from ..inference.int8 import quantize_int8
-        quantize_int8(model)
-    tokenizer = load_gpt_tokenizer(args.model)
-    if tokenizer.vocab_size != model.config.vocab_size:
-        raise ValueError(f"{args.model}: the tokenizer has {tokenizer.vocab_size} tokens, the model "
-                         f"{model.config.vocab_size}; they are not one model's files")
-    options = dataclasses.replace(options, eos_token_id=getattr(tokenizer, "eos_token_id", None))
-    # A blank line of --prompts gets a blank output line; every other prompt must fit the model.
-    encoded = [tokenizer.encode(p) if p.strip() else [] for p in prompts]
-    for number, ids in enumerate(encoded, 1):
-        _check_fits(ids, options.max_new_tokens, model.config.n_positions,
-                    f"{args.prompts}:{number}" if args.prompts else "PROMPT")
-    gen = torch.Generator().manual_seed(args.seed)
+    common = dict(seed=args.seed, device=args.device, int8=args.int8, prepack=not args.no_prepack)
     if args.prompt is not None:
-        streamer = _Streamer(tokenizer, options.stop)
-        sys.stdout.write(args.prompt)
-        generate(model, encoded, options, decode=tokenizer.decode, on_token=streamer, generator=gen,
-                 prepack=not args.no_prepack)
-        streamer.finish()
+        generate_prompt(args.model, args.prompt, options, on_text=_write, **common)
+        sys.stdout.write("\n")
         return 0
-    for start in range(0, len(prompts), args.batch_size):
-        batch = range(start, min(start + args.batch_size, len(prompts)))
-        real = [i for i in batch if encoded[i]]
-        outs = generate(model, [encoded[i] for i in real], options, decode=tokenizer.decode, generator=gen,
-                        prepack=not args.no_prepack) if real else []
-        continuation = dict(zip(real, outs))
-        for i in batch:
-            text = truncate_at_stop(tokenizer.decode(continuation[i]), options.stop) if i in continuation else ""
-            sys.stdout.write(prompts[i] + text.replace("\n", "\\n") + "\n")
-        sys.stdout.flush()
+    for line in generate_file(args.model, args.prompts, options, batch_size=args.batch_size, **common):
+        _write(line + "\n")
     return 0
 
 
-def _check_fits(ids, new_tokens: int, positions: int, where: str):
-    """A prompt and its new tokens must fit the model's positions: refuse rather than cut the prompt."""
-    if ids and len(ids) + new_tokens > positions:
-        room = positions - len(ids)
-        advice = f"use -n {room} or less, or a shorter prompt" if room > 0 else "the prompt alone fills them"
-        raise ValueError(f"{where}: the prompt has {len(ids)} tokens; with -n {new_tokens} new ones that exceeds "
-                         f"the model's {positions} positions ({advice})")
+def _write(text: str):
+    sys.stdout.write(text)
+    sys.stdout.flush()

@@ -212,3 +212,86 @@ class TextStream:
         rest = truncate_at_stop(self.decode(self.ids), self.stops)[self.shown:]
         self.shown += len(rest)
         return rest
+
+
+def load_generator(model_dir: str, device: str = "auto", int8: bool = False):
+    """(model, tokenizer) of a GPT folder (HF GPT-2 layout), on `device`, checked to be one model's
+    files; int8 (CPU only) swaps its linear layers for dynamic int8 ones."""
+    from ..device import pick_device
+    from ..interop.hf_gpt2 import load_gpt2
+    from ..tokenization.char_level import load_gpt_tokenizer
+    from .int8 import check_int8_settings, quantize_int8
+    device = pick_device(device)
+    if int8:
+        check_int8_settings(device)
+    model, _ = load_gpt2(model_dir, map_location=device)
+    if int8:
+        quantize_int8(model)
+    tokenizer = load_gpt_tokenizer(model_dir)
+    if tokenizer.vocab_size != model.config.vocab_size:
+        raise ValueError(f"{model_dir}: the tokenizer has {tokenizer.vocab_size} tokens, the model "
+                         f"{model.config.vocab_size}; they are not one model's files")
+    return model, tokenizer
+
+
+def check_fits(ids, new_tokens: int, positions: int, where: str):
+    """A prompt and its new tokens must fit the model's positions: refuse rather than cut the prompt."""
+    if ids and len(ids) + new_tokens > positions:
+        room = positions - len(ids)
+        advice = f"use -n {room} or less, or a shorter prompt" if room > 0 else "the prompt alone fills them"
+        raise ValueError(f"{where}: the prompt has {len(ids)} tokens; with -n {new_tokens} new ones that exceeds "
+                         f"the model's {positions} positions ({advice})")
+
+
+def generate_prompt(model_dir: str, prompt: str, options: SamplingOptions, on_text: Callable[[str], None],
+                    seed: int = 0, device: str = "auto", int8: bool = False, prepack: bool = True) -> str:
+    """Continue one prompt, streaming: on_text gets the prompt (once the model is loaded and the prompt
+    checked), then each piece of the continuation as it becomes certain (TextStream). Returns the
+    whole text, prompt included. The tokenizer's EOS ends the continuation."""
+    import dataclasses
+    model, tokenizer = load_generator(model_dir, device, int8)
+    options = dataclasses.replace(options, eos_token_id=getattr(tokenizer, "eos_token_id", None))
+    ids = tokenizer.encode(prompt) if prompt.strip() else []
+    check_fits(ids, options.max_new_tokens, model.config.n_positions, "PROMPT")
+    stream, shown = TextStream(tokenizer.decode, options.stop), [prompt]
+    on_text(prompt)
+
+    def on_token(row, token):
+        piece = stream.add(token)
+        if piece:
+            shown.append(piece)
+            on_text(piece)
+    generate(model, [ids], options, decode=tokenizer.decode, on_token=on_token,
+             generator=torch.Generator().manual_seed(seed), prepack=prepack)
+    shown.append(stream.finish())
+    on_text(shown[-1])
+    return "".join(shown)
+
+
+def generate_file(model_dir: str, prompts_file: str, options: SamplingOptions, batch_size: int = 8, seed: int = 0,
+                  device: str = "auto", int8: bool = False, prepack: bool = True):
+    """The output lines of a prompts file (one prompt a line), in input order, yielded batch by batch:
+    each is the prompt and its continuation, newlines in the continuation written as \\n; a blank
+    prompt gives a blank line. Every prompt is checked to fit before the first line is yielded."""
+    from ..io import read_lines
+    import dataclasses
+    prompts = read_lines(prompts_file)
+    model, tokenizer = load_generator(model_dir, device, int8)
+    options = dataclasses.replace(options, eos_token_id=getattr(tokenizer, "eos_token_id", None))
+    encoded = [tokenizer.encode(p) if p.strip() else [] for p in prompts]
+    for number, ids in enumerate(encoded, 1):
+        check_fits(ids, options.max_new_tokens, model.config.n_positions, f"{prompts_file}:{number}")
+    return _generate_lines(model, tokenizer, prompts, encoded, options, batch_size, seed, prepack)
+
+
+def _generate_lines(model, tokenizer, prompts, encoded, options, batch_size, seed, prepack):
+    gen = torch.Generator().manual_seed(seed)
+    for start in range(0, len(prompts), batch_size):
+        batch = range(start, min(start + batch_size, len(prompts)))
+        real = [i for i in batch if encoded[i]]
+        outs = generate(model, [encoded[i] for i in real], options, decode=tokenizer.decode, generator=gen,
+                        prepack=prepack) if real else []
+        continuation = dict(zip(real, outs))
+        for i in batch:
+            text = truncate_at_stop(tokenizer.decode(continuation[i]), options.stop) if i in continuation else ""
+            yield prompts[i] + text.replace("\n", "\\n")
