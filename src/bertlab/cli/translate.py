@@ -44,58 +44,25 @@ def add_parser(subparsers):
 
 
 def run(args):
-    import torch
-
-    from ..device import pick_device
-    from ..inference.translate import max_source_tokens, translate_ids
-    from ..interop.translation_folder import bleu_tokenize, load_translation_model
-    from ..io import read_lines
+    from ..inference.translate import translate_file
     if args.nbest > args.beam:
         raise ValueError(f"--nbest {args.nbest} needs --beam {args.nbest} or more (got --beam {args.beam})")
-    device = pick_device(args.device)
-    if args.int8:
-        from ..inference.int8 import check_int8_settings
-        check_int8_settings(device)
-    model, source, target, settings = load_translation_model(args.model, device)
-    if args.int8:
-        from ..inference.int8 import quantize_int8
-        quantize_int8(model)
-    lines = read_lines(args.file, allow_empty_file=True)
-    refs = read_lines(args.ref, allow_empty_file=True) if args.ref else None
-    if refs is not None and len(refs) != len(lines):
-        raise ValueError(f"{args.ref} has {len(refs)} lines, the input {len(lines)}")
-    if refs is not None and not lines:
-        raise ValueError(f"{'stdin' if args.file == '-' else args.file}: no lines, so nothing to score against {args.ref}")
-    sources = _fit(args.file, [source.encode(line) for line in lines], max_source_tokens(model.config))
-    with torch.inference_mode():
-        results = translate_ids(model, sources, args.beam, args.nbest, args.length_penalty, args.batch_size,
-                                args.max_len, args.max_len_a, args.max_len_b)
-    best = []
-    for number, hyps in enumerate(results, 1):
-        texts = [target.decode(h.tokens) for h in hyps]
-        best.append(texts[0])
+    done = translate_file(args.model, args.file, beam=args.beam, nbest=args.nbest, length_penalty=args.length_penalty,
+                          batch_size=args.batch_size, max_len=args.max_len, max_len_a=args.max_len_a,
+                          max_len_b=args.max_len_b, ref=args.ref, device=args.device, int8=args.int8)
+    if done.cut:
+        shown = ", ".join(map(str, done.cut[:10])) + (" ..." if len(done.cut) > 10 else "")
+        print(f"bertlab translate: {'stdin' if args.file == '-' else args.file}: {len(done.cut)} line(s) longer "
+              f"than the model's {done.longest} source tokens were cut to fit: line {shown}", file=sys.stderr)
+    for number, (hyps, texts) in enumerate(zip(done.hypotheses, done.texts), 1):
         if args.nbest > 1:
             sys.stdout.write("".join(f"{number}\t{_score(h.score)}\t{t}\n" for h, t in zip(hyps, texts)))
         else:
             sys.stdout.write(texts[0] + "\n")
     sys.stdout.flush()
-    if refs is not None:
-        import sacrebleu
-        tokenize = settings.get("bleu_tokenize", bleu_tokenize(settings.get("target_lang")))
-        bleu = sacrebleu.corpus_bleu(best, [refs], tokenize=tokenize)
-        chrf = sacrebleu.corpus_chrf(best, [refs])
-        print(f"{bleu}\n{chrf}", file=sys.stderr)
+    if done.bleu is not None:
+        print(f"{done.bleu}\n{done.chrf}", file=sys.stderr)
     return 0
-
-
-def _fit(name, sources: list[list[int]], longest: int) -> list[list[int]]:
-    """Sources cut to the model's positions, saying on stderr which lines were cut."""
-    cut = [number for number, ids in enumerate(sources, 1) if len(ids) > longest]
-    if cut:
-        shown = ", ".join(map(str, cut[:10])) + (" ..." if len(cut) > 10 else "")
-        print(f"bertlab translate: {'stdin' if name == '-' else name}: {len(cut)} line(s) longer than the model's "
-              f"{longest} source tokens were cut to fit: line {shown}", file=sys.stderr)
-    return [ids[:longest] for ids in sources]
 
 
 def _score(score: float) -> str:

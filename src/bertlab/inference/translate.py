@@ -204,3 +204,56 @@ def translate_ids(model, source_ids: list[list[int]], beam_size=1, nbest=1, leng
         for i, hyps in zip(rows, out):
             results[i] = hyps
     return results
+
+
+@dataclass
+class FileTranslation:
+    """What translate_file made: per input line its hypotheses (best first) and their texts; the
+    numbers (from 1) of the lines cut to fit; with references, sacreBLEU's BLEU and chrF."""
+    hypotheses: list          # list[list[Hypothesis]]
+    texts: list               # list[list[str]], the decoded hypotheses
+    cut: list                 # line numbers cut to `longest` source tokens
+    longest: int              # the model's source tokens
+    bleu: object = None       # sacrebleu BLEUScore of the best translations, with references
+    chrf: object = None
+
+    @property
+    def best(self) -> list[str]:
+        return [texts[0] for texts in self.texts]
+
+
+def translate_file(model_dir: str, file: str = "-", beam: int = 4, nbest: int = 1, length_penalty: float = 1.0,
+                   batch_size: int = 32, max_len: int | None = None, max_len_a: float = 2.0, max_len_b: int = 10,
+                   ref: str | None = None, device: str = "auto", int8: bool = False) -> FileTranslation:
+    """Translate every line of `file` ('-': standard input) with a translate-train model folder.
+    A line longer than the model's positions is cut to fit (listed in .cut); a blank line gets an
+    empty translation. With `ref` (line-aligned references), the best translations are scored."""
+    from ..device import pick_device
+    from ..interop.translation_folder import bleu_tokenize, load_translation_model
+    from ..io import read_lines
+    from .int8 import check_int8_settings, quantize_int8
+    device = pick_device(device)
+    if int8:
+        check_int8_settings(device)
+    model, source, target, settings = load_translation_model(model_dir, device)
+    if int8:
+        quantize_int8(model)
+    lines = read_lines(file, allow_empty_file=True)
+    refs = read_lines(ref, allow_empty_file=True) if ref else None
+    if refs is not None and len(refs) != len(lines):
+        raise ValueError(f"{ref} has {len(refs)} lines, the input {len(lines)}")
+    if refs is not None and not lines:
+        raise ValueError(f"{'stdin' if file == '-' else file}: no lines, so nothing to score against {ref}")
+    longest = max_source_tokens(model.config)
+    sources = [source.encode(line) for line in lines]
+    cut = [number for number, ids in enumerate(sources, 1) if len(ids) > longest]
+    with torch.inference_mode():
+        results = translate_ids(model, [ids[:longest] for ids in sources], beam, nbest, length_penalty, batch_size,
+                                max_len, max_len_a, max_len_b)
+    done = FileTranslation(results, [[target.decode(h.tokens) for h in hyps] for hyps in results], cut, longest)
+    if refs is not None:
+        import sacrebleu
+        tokenize = settings.get("bleu_tokenize", bleu_tokenize(settings.get("target_lang")))
+        done.bleu = sacrebleu.corpus_bleu(done.best, [refs], tokenize=tokenize)
+        done.chrf = sacrebleu.corpus_chrf(done.best, [refs])
+    return done
