@@ -2,10 +2,8 @@
 import sys
 
 from ..inference.pooling import POOLINGS
-from ..io import check_output_file, read_lines
 from .args import positive_int
-from .model_args import add_checkpoint_arguments, add_output_arguments, check_max_seq_length, \
-    numbered, truncation_note
+from .model_args import add_checkpoint_arguments, add_output_arguments, numbered, truncation_note
 
 
 def add_model_arguments(p):
@@ -43,67 +41,19 @@ def add_parser(subparsers):
     p.set_defaults(run=run)
 
 
-def load_model(args):
-    """(model on its device, tokenizer, autocast dtype, tokens per text) for embed and similar."""
-    from ..device import autocast_dtype, pick_device
-    from ..interop import load_pretrained, max_seq_length, resolve
-    device = pick_device(args.device)
-    dtype = autocast_dtype(args.precision, device)
-    if args.int8:
-        from ..inference.int8 import check_int8_settings, quantize_int8
-        check_int8_settings(device, dtype)
-    model, tokenizer, _ = load_pretrained(args.model)
-    if args.int8:
-        quantize_int8(model)
-    if args.max_seq_length is None:
-        length = max_seq_length(resolve(args.model), model.config)
-    else:
-        length = check_max_seq_length(args.max_seq_length, model.config)
-    return model.to(device), tokenizer, dtype, length
-
-
-def embed_lines(loaded, args, lines, what: str, noun: str, normalize: bool, progress: bool):
-    """(vectors, indices of blank lines) of `lines` with the model `load_model` returned, printing
-    the note on truncated lines; blank lines get all-zero rows."""
-    from ..inference.embed import embed_ids, encode_texts
-    model, tokenizer, dtype, max_length = loaded
-    sequences, cut = encode_texts(tokenizer, lines, max_length)
-    vectors = embed_ids(model, sequences, args.pooling, normalize, args.batch_size, dtype=dtype,
-                        progress=progress, pad_id=tokenizer.pad_token_id)
-    note = truncation_note([i + 1 for i in cut], len(lines), max_length, what, noun)
-    if note:
-        print(f"bertlab {args.command}: {note}", file=sys.stderr)
-    return vectors, [i for i, s in enumerate(sequences) if not s]
-
-
 def run(args):
-    import numpy as np
-    from ..io import atomic_write
-    if not args.output.endswith(".npy"):
-        raise ValueError(f"--output {args.output}: must end in .npy")
-    lines = read_lines(args.file)
-    check_output_file(args.output, args.overwrite)
-    vectors, blank = embed_lines(load_model(args), args, lines, "lines", "line", args.normalize, progress=not args.quiet)
-    atomic_write(args.output, lambda f: np.save(f, vectors), mode="wb")
-    if args.int8:
-        print(f"bertlab embed: {_int8_cost(args, lines, vectors, blank)}", file=sys.stderr)
-    if blank:
-        print(f"bertlab embed: note: {len(blank)} of {len(lines)} lines were blank and got all-zero rows "
-              f"({numbered([i + 1 for i in blank])})", file=sys.stderr)
-    print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} vectors to {args.output}", file=sys.stderr)
-
-
-def _int8_cost(args, lines, vectors, blank, sample: int = 64) -> str:
-    """What int8 cost on this input: the cosine of the first `sample` lines' vectors to fp32's."""
-    import argparse
-
-    import numpy as np
-    rows = [i for i in range(len(lines)) if i not in set(blank)][:sample]
-    if not rows:
-        return "int8: no line to compare with fp32"
-    fp32 = load_model(argparse.Namespace(**{**vars(args), "int8": False}))
-    reference, _ = embed_lines(fp32, args, [lines[i] for i in rows], "lines", "line", False, progress=False)
-    ours = vectors[rows]
-    cosine = (ours * reference).sum(1) / np.maximum(np.linalg.norm(ours, axis=1) * np.linalg.norm(reference, axis=1), 1e-12)
-    return (f"int8: cosine to fp32 over the first {len(rows)} lines: mean {cosine.mean():.4f}, "
-            f"min {cosine.min():.4f}")
+    from ..inference.embedder import embed_file
+    r = embed_file(args.model, args.file, args.output, pooling=args.pooling, normalize=args.normalize,
+                   max_seq_length=args.max_seq_length, batch_size=args.batch_size, precision=args.precision,
+                   int8=args.int8, device=args.device, overwrite=args.overwrite, progress=not args.quiet)
+    note = truncation_note(r.truncated, r.lines, r.max_seq_length)
+    if note:
+        print(f"bertlab embed: {note}", file=sys.stderr)
+    if r.int8 is not None:
+        cost = (f"int8: cosine to fp32 over the first {r.int8.rows} lines: mean {r.int8.mean:.4f}, "
+                f"min {r.int8.min:.4f}") if r.int8.rows else "int8: no line to compare with fp32"
+        print(f"bertlab embed: {cost}", file=sys.stderr)
+    if r.blank:
+        print(f"bertlab embed: note: {len(r.blank)} of {r.lines} lines were blank and got all-zero rows "
+              f"({numbered(r.blank)})", file=sys.stderr)
+    print(f"wrote {r.shape[0]} x {r.shape[1]} vectors to {r.output}", file=sys.stderr)

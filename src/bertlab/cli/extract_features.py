@@ -4,12 +4,9 @@ import argparse
 import sys
 import textwrap
 
-from ..io import check_output_file, read_lines
 from .args import positive_int
-from .model_args import add_checkpoint_arguments, add_output_arguments, check_max_seq_length, \
-    truncation_note
+from .model_args import add_checkpoint_arguments, add_output_arguments, truncation_note
 
-FORMATS = (".jsonl", ".npz")
 LAYOUT = """\
 output layouts:
   OUT.jsonl  google's extract_features.py output, one object per input line:
@@ -68,44 +65,14 @@ def parse_layers(chunks) -> list[int] | None:
         raise ValueError(f"--layers {text}: expected integers such as -1,-2,-3,-4") from None
 
 
-def last_layers(num_layers: int) -> list[int]:
-    """The default layers: -1, -2, -3, -4, or every layer of a model with fewer than four."""
-    return list(range(-1, -min(4, num_layers) - 1, -1))
-
-
-def check_format(output: str):
-    if not output.endswith(FORMATS):
-        hint = " (a .npy file holds one array; ragged lines need .npz)" if output.endswith(".npy") else ""
-        raise ValueError(f"--output {output}: must end in .jsonl or .npz{hint}")
-
-
 def run(args):
-    from ..device import pick_device
-    from ..inference.features import convert_example, extract, hidden_state_indices, read_examples, units, \
-        write_jsonl, write_npz
-    from ..interop import load_pretrained
-    from ..io import atomic_write
+    from ..inference.features import check_format, extract_features_file
     check_format(args.output)
-    layers = parse_layers(args.layers)
-    examples = read_examples(read_lines(args.file))
-    check_output_file(args.output, args.overwrite)
-    model, tokenizer, _ = load_pretrained(args.model)
-    config = model.config
-    layers = layers or last_layers(config.num_hidden_layers)
-    hidden_state_indices(layers, config.num_hidden_layers)  # fail before any work
-    max_seq_length = check_max_seq_length(args.max_seq_length or min(128, config.max_position_embeddings), config,
-                                          pairs=any(e.text_b is not None for e in examples))
-    model = model.to(pick_device(args.device))
-    features = [convert_example(e, tokenizer, max_seq_length) for e in examples]
-    values = extract(model, features, layers, args.batch_size, progress=not args.quiet, pad_id=tokenizer.pad_token_id)
-    all_units = [units(f, v, args.words) for f, v in zip(features, values)]
-    if args.output.endswith(".jsonl"):
-        atomic_write(args.output, lambda f: write_jsonl(f, all_units, layers, args.words))
-    else:
-        atomic_write(args.output, lambda f: write_npz(f, all_units, layers), mode="wb")
-    n = sum(len(labels) for labels, _ in all_units)
-    print(f"wrote {n} {'word' if args.words else 'token'} vectors x {len(layers)} layers for "
-          f"{len(features)} lines to {args.output}", file=sys.stderr)
-    note = truncation_note([f.unique_id + 1 for f in features if f.truncated], len(features), max_seq_length)
+    r = extract_features_file(args.model, args.file, args.output, layers=parse_layers(args.layers),
+                              max_seq_length=args.max_seq_length, batch_size=args.batch_size, words=args.words,
+                              device=args.device, overwrite=args.overwrite, progress=not args.quiet)
+    print(f"wrote {r.vectors} {'word' if r.words else 'token'} vectors x {len(r.layers)} layers for "
+          f"{r.lines} lines to {r.output}", file=sys.stderr)
+    note = truncation_note(r.truncated, r.lines, r.max_seq_length)
     if note:
         print(f"bertlab extract-features: {note}", file=sys.stderr)

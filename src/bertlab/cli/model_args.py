@@ -19,14 +19,6 @@ def add_output_arguments(p, required: bool, metavar: str, help: str):
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists (refused otherwise)")
 
 
-def check_max_seq_length(n: int, config, pairs: bool = False) -> int:
-    least = 3 if pairs else 2
-    if not least <= n <= config.max_position_embeddings:
-        raise ValueError(f"--max-seq-length {n}: must be from {least} (room for [CLS]/[SEP]) to the "
-                         f"model's max_position_embeddings {config.max_position_embeddings}")
-    return n
-
-
 def numbered(numbers, noun: str = "line", shown: int = 10) -> str:
     """[3, 7] -> "lines 3, 7": the first `shown` numbers (counting from 1) for a note."""
     listed = ", ".join(map(str, numbers[:shown])) + (", ..." if len(numbers) > shown else "")

@@ -1,10 +1,9 @@
 """bertlab similar: semantic search over the lines of a corpus file."""
 import sys
 
-from ..io import read_lines
 from .args import positive_int
-from .embed import add_model_arguments, embed_lines, load_model
-from .model_args import numbered
+from .embed import add_model_arguments
+from .model_args import numbered, truncation_note
 
 
 def add_parser(subparsers):
@@ -23,23 +22,20 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..inference import top_k
-    corpus = read_lines(args.corpus)
-    loaded = load_model(args)
-    query_vectors, blank = embed_lines(loaded, args, args.queries, "queries", "QUERY", True, progress=False)
-    if blank:
-        raise ValueError(f"QUERY {blank[0] + 1} is blank; give text to search for")
-    corpus_vectors, blank = embed_lines(loaded, args, corpus, "corpus lines", "line", True, progress=not args.quiet)
-    if len(blank) == len(corpus):
-        raise ValueError(f"{args.corpus}: every line is blank; there is nothing to search")
-    if blank:  # their all-zero rows must never come back as hits
-        print(f"bertlab similar: note: skipped {len(blank)} blank corpus lines ({numbered([i + 1 for i in blank])})",
+    from ..inference.embedder import search_corpus
+    r = search_corpus(args.model, args.queries, args.corpus, k=args.k, pooling=args.pooling,
+                      max_seq_length=args.max_seq_length, batch_size=args.batch_size, precision=args.precision,
+                      int8=args.int8, device=args.device, progress=not args.quiet)
+    for cut, total, what, noun in ((r.truncated_queries, len(args.queries), "queries", "QUERY"),
+                                   (r.truncated_lines, r.corpus_lines, "corpus lines", "line")):
+        note = truncation_note(cut, total, r.max_seq_length, what, noun)
+        if note:
+            print(f"bertlab similar: {note}", file=sys.stderr)
+    if r.skipped:
+        print(f"bertlab similar: note: skipped {len(r.skipped)} blank corpus lines ({numbered(r.skipped)})",
               file=sys.stderr)
-    skipped = set(blank)
-    kept = [i for i in range(len(corpus)) if i not in skipped]
-    scores, indices = top_k(query_vectors, corpus_vectors[kept], args.k)
-    for query, row_scores, row_indices in zip(args.queries, scores, indices):
+    for query, hits in zip(args.queries, r.hits):
         print(f"query: {query}")
-        for score, i in zip(row_scores, row_indices):
-            print(f"  {score:.4f}  {corpus[kept[i]]}")
+        for score, line in hits:
+            print(f"  {score:.4f}  {line}")
         print()

@@ -100,6 +100,15 @@ def encode_texts(tokenizer, texts, max_length: int) -> tuple[list[list[int]], li
     return sequences, cut
 
 
+def check_max_seq_length(n: int, config, pairs: bool = False) -> int:
+    """n, if it holds [CLS]/[SEP] (and a pair's middle [SEP]) and fits the model's positions."""
+    least = 3 if pairs else 2
+    if not least <= n <= config.max_position_embeddings:
+        raise ValueError(f"--max-seq-length {n}: must be from {least} (room for [CLS]/[SEP]) to the "
+                         f"model's max_position_embeddings {config.max_position_embeddings}")
+    return n
+
+
 def embed_texts(model, tokenizer, texts, pooling="mean", normalize=False, batch_size=64, max_length=None,
                 dtype=None, progress=False):
     """Embed raw texts: our WordPiece tokenizer, then `embed_ids`. Texts longer than `max_length`

@@ -180,3 +180,62 @@ def write_npz(f, all_units, layers):
              offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
              tokens=np.array([label for labels, _ in all_units for label in labels], dtype=str),
              layers=np.asarray(layers, dtype=np.int64))
+
+
+FORMATS = (".jsonl", ".npz")
+
+
+def check_format(output: str):
+    if not output.endswith(FORMATS):
+        hint = " (a .npy file holds one array; ragged lines need .npz)" if output.endswith(".npy") else ""
+        raise ValueError(f"--output {output}: must end in .jsonl or .npz{hint}")
+
+
+def last_layers(num_layers: int) -> list[int]:
+    """The default layers: -1, -2, -3, -4, or every layer of a model with fewer than four."""
+    return list(range(-1, -min(4, num_layers) - 1, -1))
+
+
+@dataclass
+class FeaturesReport:
+    """What extract_features_file wrote: `vectors` rows (tokens or words) x len(layers), for `lines`
+    lines; `truncated` are the line numbers (from 1) cut to max_seq_length."""
+    output: str
+    vectors: int
+    lines: int
+    layers: list
+    words: bool
+    max_seq_length: int
+    truncated: list
+
+
+def extract_features_file(model_dir: str, file: str, output: str, layers: list[int] | None = None,
+                          max_seq_length: int | None = None, batch_size: int = 32, words: bool = False,
+                          device: str = "auto", overwrite: bool = False, progress: bool = False) -> FeaturesReport:
+    """google's extract_features.py on a file ('-': stdin) of lines ('A ||| B' is a pair): the hidden
+    states of `layers` (default the last four) for every token, or word with `words`, written to
+    OUTPUT.jsonl (google's layout) or OUTPUT.npz. Longer lines are truncated to max_seq_length
+    (default 128, or the model's positions when fewer) and listed in the report."""
+    from ..device import pick_device
+    from ..interop import load_pretrained
+    from ..io import atomic_write, check_output_file, read_lines
+    from .embed import check_max_seq_length
+    check_format(output)
+    examples = read_examples(read_lines(file))
+    check_output_file(output, overwrite)
+    model, tokenizer, _ = load_pretrained(model_dir)
+    config = model.config
+    layers = layers or last_layers(config.num_hidden_layers)
+    hidden_state_indices(layers, config.num_hidden_layers)  # fail before any work
+    max_seq_length = check_max_seq_length(max_seq_length or min(128, config.max_position_embeddings), config,
+                                          pairs=any(e.text_b is not None for e in examples))
+    model = model.to(pick_device(device))
+    features = [convert_example(e, tokenizer, max_seq_length) for e in examples]
+    values = extract(model, features, layers, batch_size, progress=progress, pad_id=tokenizer.pad_token_id)
+    all_units = [units(f, v, words) for f, v in zip(features, values)]
+    if output.endswith(".jsonl"):
+        atomic_write(output, lambda f: write_jsonl(f, all_units, layers, words))
+    else:
+        atomic_write(output, lambda f: write_npz(f, all_units, layers), mode="wb")
+    return FeaturesReport(output, sum(len(labels) for labels, _ in all_units), len(features), layers, words,
+                          max_seq_length, [f.unique_id + 1 for f in features if f.truncated])
