@@ -1,9 +1,7 @@
 """bertlab attention: one layer's attention as a heatmap PNG, and where a chosen token looks."""
-import os
 import sys
 
 from ..inference.attention import DEFAULT_SENTENCE, FONT_HINT
-from ..io import check_output_file
 from .args import positive_int
 from .model_args import add_checkpoint_arguments, add_output_arguments
 
@@ -32,51 +30,30 @@ def add_parser(subparsers):
     p.set_defaults(run=run)
 
 
-def pick_heads(head: str, num_heads: int) -> list[int]:
+def parse_head(head: str) -> int | None:
+    """--head: a head number, or None for 'all'."""
     if head == "all":
-        return list(range(num_heads))
+        return None
     try:
-        h = int(head)
+        return int(head)
     except ValueError:
         raise ValueError(f"--head {head}: expected a head number or 'all'") from None
-    if not 0 <= h < num_heads:
-        raise ValueError(f"--head {h}: the model has {num_heads} heads per layer, numbered 0 to {num_heads - 1}")
-    return [h]
-
-
-def print_top(tokens, weights, heads, query, k, where):
-    from ..inference.attention import most_attended
-    rows = weights[heads].mean(axis=0)  # one head, or the mean over every head
-    for position, top in most_attended(tokens, rows, query, k):
-        print(f"{tokens[position]!r} (token {position}), {where}, attends to:")
-        for token, weight in top:
-            print(f"  {weight:.4f}  {token}")
 
 
 def run(args):
-    from ..device import pick_device
-    from ..inference.attention import attention_weights, layer_number, render_heatmaps
-    from ..interop import load_pretrained
+    from ..inference.attention import attention_map
     if not args.output and not args.print_top:
         raise ValueError("nothing to do: give -o OUT.png for the heatmap and/or --print-top TOKEN")
+    r = attention_map(args.model, args.sentence, layer=args.layer, head=parse_head(args.head), output=args.output,
+                      query=args.print_top, top_k=args.top_k, device=args.device, overwrite=args.overwrite)
+    for position, top in r.top:
+        print(f"{r.tokens[position]!r} (token {position}), {r.where}, attends to:")
+        for token, weight in top:
+            print(f"  {weight:.4f}  {token}")
     if args.output:
-        if not args.output.endswith(".png"):
-            raise ValueError(f"--output {args.output}: must end in .png")
-        check_output_file(args.output, args.overwrite)
-    model, tokenizer, _ = load_pretrained(args.model)
-    config = model.config
-    layer = layer_number(args.layer, config.num_hidden_layers)
-    heads = pick_heads(args.head, config.num_attention_heads)
-    tokens, weights = attention_weights(model.to(pick_device(args.device)), tokenizer, args.sentence, layer)
-    where = f"layer {layer}, " + (f"head {heads[0]}" if len(heads) == 1 else f"mean of {len(heads)} heads")
-    if args.print_top:
-        print_top(tokens, weights, heads, args.print_top, args.top_k, where)
-    if args.output:
-        missing = render_heatmaps(args.output, tokens, weights[heads], [f"head {h}" for h in heads],
-                                  f"{os.path.basename(os.path.normpath(args.model))}: layer {layer} of "
-                                  f"{config.num_hidden_layers} (counting from 0)")
-        if missing:
-            print(f"bertlab attention: warning: no installed font has glyphs for {' '.join(missing[:10])}"
-                  f"{' ...' if len(missing) > 10 else ''}, drawn as empty boxes; for Chinese, Japanese or "
+        if r.missing:
+            print(f"bertlab attention: warning: no installed font has glyphs for {' '.join(r.missing[:10])}"
+                  f"{' ...' if len(r.missing) > 10 else ''}, drawn as empty boxes; for Chinese, Japanese or "
                   f"Korean text: {FONT_HINT}", file=sys.stderr)
-        print(f"wrote layer {layer}, {len(heads)} head(s), {len(tokens)} tokens to {args.output}", file=sys.stderr)
+        print(f"wrote layer {r.layer}, {len(r.heads)} head(s), {len(r.tokens)} tokens to {args.output}",
+              file=sys.stderr)

@@ -6,6 +6,8 @@ matplotlib are imported where they are used, so the command line's parser (which
 DEFAULT_SENTENCE) loads none of them.
 """
 import math
+import os
+from dataclasses import dataclass
 
 from ..io import atomic_write
 from ..validate import positive_int
@@ -144,3 +146,49 @@ def render_heatmaps(path, tokens, weights, titles, suptitle: str) -> list[str]:
         atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=DPI), mode="wb")
     plt.close(fig)
     return missing
+
+
+@dataclass
+class AttentionReport:
+    """One layer's attention for a sentence: the tokens, the (heads, len, len) weights of the chosen
+    heads, where they are (layer, heads) in words, the most attended tokens for a query token
+    (most_attended's list), and the characters no installed font could draw in the heatmap."""
+    tokens: list
+    weights: object
+    layer: int
+    heads: list
+    where: str
+    top: list
+    missing: list
+
+
+def attention_map(model_dir: str, sentence: str = DEFAULT_SENTENCE, layer: int = -1, head: int | None = None,
+                  output: str | None = None, query: str | None = None, top_k: int = 5, device: str = "auto",
+                  overwrite: bool = False) -> AttentionReport:
+    """One layer's attention weights for `sentence` ('A ||| B' is a pair): head `head`, or every head
+    of the layer (None). With `output` (a .png) draws the heatmaps; with `query` (a token of the
+    sentence) finds the top_k tokens it attends to (the mean over the heads when several)."""
+    from ..device import pick_device
+    from ..interop import load_pretrained
+    from ..io import check_output_file
+    if output:
+        if not output.endswith(".png"):
+            raise ValueError(f"--output {output}: must end in .png")
+        check_output_file(output, overwrite)
+    model, tokenizer, _ = load_pretrained(model_dir)
+    config = model.config
+    layer = layer_number(layer, config.num_hidden_layers)
+    num_heads = config.num_attention_heads
+    if head is not None and not 0 <= head < num_heads:
+        raise ValueError(f"--head {head}: the model has {num_heads} heads per layer, numbered 0 to {num_heads - 1}")
+    heads = list(range(num_heads)) if head is None else [head]
+    tokens, weights = attention_weights(model.to(pick_device(device)), tokenizer, sentence, layer)
+    weights = weights[heads]
+    where = f"layer {layer}, " + (f"head {heads[0]}" if len(heads) == 1 else f"mean of {len(heads)} heads")
+    top = most_attended(tokens, weights.mean(axis=0), query, top_k) if query else []
+    missing = []
+    if output:
+        missing = render_heatmaps(output, tokens, weights, [f"head {h}" for h in heads],
+                                  f"{os.path.basename(os.path.normpath(model_dir))}: layer {layer} of "
+                                  f"{config.num_hidden_layers} (counting from 0)")
+    return AttentionReport(tokens, weights, layer, heads, where, top, missing)
