@@ -35,12 +35,9 @@ def print_text(text, masks):
 
 
 def run(args):
-    from ..device import pick_device
-    from ..inference.fill_mask import fill_mask, load_masked_lm
+    from ..inference.fill_mask import fill_mask_texts
     texts = read_lines("-") if args.texts == ["-"] else args.texts
-    model, tokenizer = load_masked_lm(args.model)
-    model = model.to(pick_device(args.device))
-    results = fill_mask(model, tokenizer, texts, args.top_k)
+    results = fill_mask_texts(args.model, texts, args.top_k, args.device)
     for text, masks in zip(texts, results):
         if args.json:
             print(json.dumps({"text": text, "masks": [[vars(p) for p in m] for m in masks]}, ensure_ascii=False))

@@ -34,30 +34,16 @@ def add_parser(subparsers):
 
 
 def run(args):
-    import torch
-
-    from ..device import pick_device
-    from ..inference.unilm import generate_texts, rouge
-    from ..interop.unilm_folder import load_unilm_model
-    from ..io import read_lines
+    from ..inference.unilm import generate_file
     from .model_args import numbered
-    model, tokenizer, settings = load_unilm_model(args.model, pick_device(args.device))
-    lines = read_lines(args.file, allow_empty_file=True)
-    refs = read_lines(args.ref, allow_empty_file=True) if args.ref else None
-    name = "stdin" if args.file == "-" else args.file
-    if refs is not None and len(refs) != len(lines):
-        raise ValueError(f"{args.ref} has {len(refs)} lines, {name} {len(lines)}")
-    max_len = args.max_len or max(1, settings.get("max_target_tokens", 32) - 1)
-    with torch.inference_mode():
-        texts, cut = generate_texts(model, tokenizer, lines, args.beam, args.length_penalty, args.batch_size, max_len)
-    if cut:
-        print(f"bertlab unilm-generate: {name}: {len(cut)} line(s) longer than the model's "
-              f"{model.max_source_tokens - 2} source tokens were cut to fit: {numbered([i + 1 for i in cut])}",
-              file=sys.stderr)
-    sys.stdout.write("".join(t + "\n" for t in texts))
+    done = generate_file(args.model, args.file, beam=args.beam, length_penalty=args.length_penalty,
+                         batch_size=args.batch_size, max_len=args.max_len, ref=args.ref, device=args.device)
+    if done.cut:
+        print(f"bertlab unilm-generate: {'stdin' if args.file == '-' else args.file}: {len(done.cut)} line(s) longer "
+              f"than the model's {done.longest} source tokens were cut to fit: {numbered(done.cut)}", file=sys.stderr)
+    sys.stdout.write("".join(t + "\n" for t in done.texts))
     sys.stdout.flush()
-    if refs:
-        scores = rouge(texts, refs)
-        print("ROUGE F1: " + ", ".join(f"{k} {v:.2f}" for k, v in scores.items()) + f" ({len(refs)} lines)",
+    if done.rouge is not None:
+        print("ROUGE F1: " + ", ".join(f"{k} {v:.2f}" for k, v in done.rouge.items()) + f" ({len(done.texts)} lines)",
               file=sys.stderr)
     return 0

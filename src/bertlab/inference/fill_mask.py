@@ -110,3 +110,11 @@ def fill_mask(model, tokenizer, texts, top_k=5, batch_size=32) -> list[list[list
         for i, p in zip(batch, probabilities):
             result[i] = [top_predictions(q, tokenizer, top_k) for q in p]
     return result
+
+
+def fill_mask_texts(model_dir: str, texts: list[str], top_k: int = 5, device: str = "auto"):
+    """fill_mask with a model folder: load its masked-LM head (load_masked_lm) on `device`, then the
+    top_k predictions for every [MASK] of every text."""
+    from ..device import pick_device
+    model, tokenizer = load_masked_lm(model_dir)
+    return fill_mask(model.to(pick_device(device)), tokenizer, texts, top_k)

@@ -6,6 +6,7 @@ the rest of its batch (tested): each target starts right after its own source, a
 limit is the model's fixed target budget, not the batch's longest source.
 """
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -69,6 +70,35 @@ def generate_texts(model, tokenizer, texts: list[str], beam_size: int = 1, lengt
     cut = [i for i, x in enumerate(ids) if len(x) > longest]
     hyps = generate_ids(model, [x[:longest] for x in ids], beam_size, 1, length_penalty, batch_size, max_len)
     return [detokenize(tokenizer, h[0].tokens) for h in hyps], cut
+
+
+@dataclass
+class FileGeneration:
+    """unilm-generate's output: one text per input line, the line numbers (from 1) cut to the
+    model's `longest` source tokens, and ROUGE F1 against the references when given."""
+    texts: list
+    cut: list
+    longest: int
+    rouge: dict | None = None
+
+
+def generate_file(model_dir: str, file: str = "-", beam: int = 1, length_penalty: float = 1.0, batch_size: int = 32,
+                  max_len: int | None = None, ref: str | None = None, device: str = "auto") -> FileGeneration:
+    """One generated line per line of `file` ('-': stdin) with a unilm-train model folder; max_len
+    defaults to the model's max_target_tokens - 1. With `ref`, ROUGE-1/2/L against its lines."""
+    from ..device import pick_device
+    from ..interop.unilm_folder import load_unilm_model
+    from ..io import read_lines
+    model, tokenizer, settings = load_unilm_model(model_dir, pick_device(device))
+    lines = read_lines(file, allow_empty_file=True)
+    refs = read_lines(ref, allow_empty_file=True) if ref else None
+    if refs is not None and len(refs) != len(lines):
+        raise ValueError(f"{ref} has {len(refs)} lines, {'stdin' if file == '-' else file} {len(lines)}")
+    max_len = max_len or max(1, settings.get("max_target_tokens", 32) - 1)
+    with torch.inference_mode():
+        texts, cut = generate_texts(model, tokenizer, lines, beam, length_penalty, batch_size, max_len)
+    return FileGeneration(texts, [i + 1 for i in cut], model.max_source_tokens - 2,
+                          rouge(texts, refs) if refs else None)
 
 
 def rouge(hypotheses: list[str], references: list[str]) -> dict:
