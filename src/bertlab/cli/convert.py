@@ -1,9 +1,6 @@
 """bertlab convert: a google-research/bert TensorFlow checkpoint folder as an HF-format folder."""
 from ..finetune.glue import GLUE
-from ..io import claim_output_folder
 from .args import add_out_argument
-
-HF_FILES = ["config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "task.json"]
 
 
 def add_parser(subparsers):
@@ -38,13 +35,7 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..interop.convert import convert_google_checkpoint, locate
-    locate(args.source)  # a missing checkpoint fails before OUT_DIR is made
-    claim_output_folder(args.out, HF_FILES, args.overwrite, what="a model")
-    task = None
-    if args.task:
-        from ..finetune.tasks import make_task
-        task = make_task(args.task)
+    from ..interop.convert import convert_folder
     labels = [label.strip() for label in args.labels.split(",")] if args.labels else None
-    model = convert_google_checkpoint(args.source, args.out, args.do_lower_case, task, labels)
+    model = convert_folder(args.source, args.out, args.do_lower_case, args.task, labels, overwrite=args.overwrite)
     print(f"wrote {type(model).__name__} ({sum(p.numel() for p in model.parameters()):,} parameters) to {args.out}")

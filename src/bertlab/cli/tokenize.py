@@ -1,11 +1,8 @@
 """bertlab tokenize: WordPiece tokens (or ids) of each input line."""
-import os
+import itertools
 import sys
 
-from ..io import read_lines
-from ..tokenization import CLS, SEP, UNK, BertTokenizer
-
-CHUNK = 10_000  # lines per batch: big enough to amortise, small enough to stream
+from ..tokenization.files import CHUNK
 
 
 def add_parser(subparsers):
@@ -24,17 +21,9 @@ def add_parser(subparsers):
 
 
 def run(args):
-    vocab_file = os.path.join(args.vocab, "vocab.txt") if os.path.isdir(args.vocab) else args.vocab
-    tokenizer = BertTokenizer(vocab_file, do_lower_case=not args.cased)
-    for token in (UNK, CLS, SEP):  # a file that is not a BERT vocabulary fails now, not mid-output
-        tokenizer.vocab.special_id(token, "every BERT vocabulary")
-    lines = read_lines(args.file)
-    vocab = tokenizer.vocab.id_to_token
+    from ..tokenization.files import tokenize_file
+    lines = tokenize_file(args.vocab, args.file, cased=args.cased, ids=args.ids)
     out = sys.stdout
-    for start in range(0, len(lines), CHUNK):
-        batch = tokenizer.tokenize_ids_batch(lines[start : start + CHUNK], add_special_tokens=False)
-        if args.ids:
-            out.write("".join(" ".join(map(str, ids)) + "\n" for ids in batch))
-        else:
-            out.write("".join(" ".join([vocab[i] for i in ids]) + "\n" for ids in batch))
+    while chunk := list(itertools.islice(lines, CHUNK)):  # one write per chunk of lines, as they are made
+        out.write("".join(line + "\n" for line in chunk))
     out.flush()

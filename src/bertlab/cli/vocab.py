@@ -1,7 +1,4 @@
 """bertlab vocab: learn a WordPiece vocabulary (vocab.txt + tokenizer_config.json) from text."""
-import os
-
-from ..io import make_folder
 from .args import add_out_argument, nonnegative_int, positive_int
 
 
@@ -29,15 +26,11 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..pretraining.vocab import learn_vocab, save_vocab
-    if os.path.exists(os.path.join(args.out, "vocab.txt")) and not args.overwrite:
-        raise ValueError(f"{args.out}: already has a vocab.txt; pass --overwrite to replace it")
-    make_folder(args.out)  # an OUT_DIR that cannot be made fails before the work, not after
-    vocab, report = learn_vocab(args.files, args.vocab_size, args.min_frequency, args.do_lower_case,
-                                progress=not args.quiet)
-    save_vocab(vocab, args.out, args.do_lower_case)
-    short = f" (asked for {args.vocab_size}: the text ran out of merges)" if len(vocab) < args.vocab_size else ""
-    print(f"wrote {os.path.join(args.out, 'vocab.txt')}: {report['vocab_size']} tokens{short}, "
+    from ..pretraining.vocab import vocab_job
+    report = vocab_job(args.files, args.out, args.vocab_size, args.min_frequency, args.do_lower_case,
+                       overwrite=args.overwrite, progress=not args.quiet)
+    short = f" (asked for {args.vocab_size}: the text ran out of merges)" if report["vocab_size"] < args.vocab_size else ""
+    print(f"wrote {report['path']}: {report['vocab_size']} tokens{short}, "
           f"{'uncased' if args.do_lower_case else 'cased'}")
     print(f"  {report['words']} words ({report['distinct_words']} distinct); "
           f"{report['split_fraction']:.1%} of them split into several pieces; "

@@ -74,3 +74,20 @@ def convert_google_checkpoint(source, out, do_lower_case=None, task=None, labels
                  "label2id": {str(label): i for i, label in enumerate(labels)}}
     save_pretrained(model, out, tokenizer, extra_config=extra)
     return model
+
+
+HF_FILES = ["config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "task.json"]
+
+
+def convert_folder(source: str, out: str, do_lower_case: bool | None = None, task: str | None = None,
+                   labels: list[str] | None = None, overwrite: bool = False):
+    """`bertlab convert`: check the checkpoint exists, claim the folder `out` (refused when it holds a
+    model, unless overwrite), then convert_google_checkpoint with the GLUE task named `task` (its
+    labels, and task.json) or the label names `labels`. Returns the model written."""
+    from ..io import claim_output_folder
+    locate(source)  # a missing checkpoint fails before OUT_DIR is made
+    claim_output_folder(out, HF_FILES, overwrite, what="a model")
+    if task is not None:
+        from ..finetune.tasks import make_task  # finetune sits above interop: imported when needed
+        task = make_task(task)
+    return convert_google_checkpoint(source, out, do_lower_case, task, labels)

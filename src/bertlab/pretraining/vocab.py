@@ -148,3 +148,17 @@ def save_vocab(vocab: Vocab, folder, do_lower_case: bool) -> None:
     config = {"do_lower_case": do_lower_case, "strip_accents": None, "tokenize_chinese_chars": True,
               "tokenizer_class": "BertTokenizer"}
     atomic_write_text(os.path.join(folder, "tokenizer_config.json"), json.dumps(config, indent=2) + "\n")
+
+
+def vocab_job(files: list[str], out: str, vocab_size: int = 30522, min_frequency: int = 2,
+              do_lower_case: bool = True, overwrite: bool = False, progress: bool = True) -> dict:
+    """`bertlab vocab`: learn a vocabulary from `files` and save it in the folder `out` (refused when
+    it already holds a vocab.txt, unless overwrite). Returns learn_vocab's report and the
+    path written ("path"); vocab_size below the size asked for means the text ran out of merges."""
+    from ..io import make_folder
+    if os.path.exists(os.path.join(out, "vocab.txt")) and not overwrite:
+        raise ValueError(f"{out}: already has a vocab.txt; pass --overwrite to replace it")
+    make_folder(out)  # an OUT_DIR that cannot be made fails before the work, not after
+    vocab, report = learn_vocab(files, vocab_size, min_frequency, do_lower_case, progress=progress)
+    save_vocab(vocab, out, do_lower_case)
+    return {**report, "path": os.path.join(out, "vocab.txt")}
