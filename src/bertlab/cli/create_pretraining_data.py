@@ -78,18 +78,13 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..pretraining.create import create_pretraining_data, load_vocab_tokenizer, report
-    from ..pretraining.instances import InstanceOptions
-    from ..pretraining.recipes import data_settings
-    mode, dynamic = data_settings(args.recipe, args.mode, args.dynamic_masking)
-    tokenizer = load_vocab_tokenizer(args.vocab, args.do_lower_case)
-    chinese = "ref" if args.chinese_ref else "jieba" if args.jieba or args.masking == "ernie" else None
-    options = InstanceOptions(args.max_seq_length, args.max_predictions_per_seq, args.masked_lm_prob,
-                              args.short_seq_prob, args.dupe_factor or (1 if dynamic else 10),
-                              args.do_whole_word_mask or chinese is not None, mode, dynamic,
-                              args.masking)
-    counts = create_pretraining_data(args.files, args.out, tokenizer, options, seed=args.random_seed,
-                                     workers=args.workers, chunk_docs=args.chunk_docs, shard_size=args.shard_size,
-                                     encoding_errors=args.encoding_errors, chinese_ref=args.chinese_ref,
-                                     chinese_words=chinese, overwrite=args.overwrite, progress_bar=not args.quiet)
-    print(report(counts, args.out, mode))
+    from ..pretraining.create import create_pretraining_data_job
+    created = create_pretraining_data_job(
+        args.files, args.out, args.vocab, do_lower_case=args.do_lower_case, recipe=args.recipe, mode=args.mode,
+        dynamic_masking=args.dynamic_masking, max_seq_length=args.max_seq_length,
+        max_predictions_per_seq=args.max_predictions_per_seq, masked_lm_prob=args.masked_lm_prob,
+        short_seq_prob=args.short_seq_prob, dupe_factor=args.dupe_factor, do_whole_word_mask=args.do_whole_word_mask,
+        masking=args.masking, chinese_ref=args.chinese_ref, jieba=args.jieba, seed=args.random_seed,
+        workers=args.workers, chunk_docs=args.chunk_docs, shard_size=args.shard_size,
+        encoding_errors=args.encoding_errors, overwrite=args.overwrite, progress=not args.quiet)
+    print(created.report())

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 from collections import Counter, deque
+from dataclasses import dataclass
 
 from .. import progress
 from ..io import atomic_write_text, make_folder
@@ -178,3 +179,40 @@ def _map_chunks(chunks, workers: int, state):
                 yield pending.popleft().get()
         while pending:
             yield pending.popleft().get()
+
+
+@dataclass
+class CreatedData:
+    """What create_pretraining_data_job wrote: the counts (also in meta.json) of `mode` data in `folder`."""
+    counts: Counter
+    folder: str
+    mode: str
+
+    def report(self) -> str:
+        return report(self.counts, self.folder, self.mode)
+
+
+def create_pretraining_data_job(files: list[str], out: str, vocab: str, *, do_lower_case: bool | None = None,
+                                recipe: str | None = None, mode: str | None = None, dynamic_masking: bool = False,
+                                max_seq_length: int = 128, max_predictions_per_seq: int = 20,
+                                masked_lm_prob: float = 0.15, short_seq_prob: float = 0.1,
+                                dupe_factor: int | None = None, do_whole_word_mask: bool = False,
+                                masking: str = "token", chinese_ref: list[str] | None = None, jieba: bool = False,
+                                seed: int = 12345, workers: int = 1, chunk_docs: int = 2000,
+                                shard_size: int = 50_000, encoding_errors: str = "strict", overwrite: bool = False,
+                                progress: bool = True) -> CreatedData:
+    """`bertlab create-pretraining-data` with explicit arguments: the recipe's mode and masking
+    (pretraining.recipes), the tokenizer of `vocab`, then create_pretraining_data. dupe_factor
+    defaults to 10, 1 with dynamic masking; Chinese whole-word masking comes from `chinese_ref`
+    files, jieba, or ERNIE masking."""
+    from .recipes import data_settings
+    mode, dynamic = data_settings(recipe, mode, dynamic_masking)
+    tokenizer = load_vocab_tokenizer(vocab, do_lower_case)
+    chinese = "ref" if chinese_ref else "jieba" if jieba or masking == "ernie" else None
+    options = InstanceOptions(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob,
+                              dupe_factor or (1 if dynamic else 10), do_whole_word_mask or chinese is not None, mode,
+                              dynamic, masking)
+    counts = create_pretraining_data(files, out, tokenizer, options, seed=seed, workers=workers, chunk_docs=chunk_docs,
+                                     shard_size=shard_size, encoding_errors=encoding_errors, chinese_ref=chinese_ref,
+                                     chinese_words=chinese, overwrite=overwrite, progress_bar=progress)
+    return CreatedData(counts, out, mode)
