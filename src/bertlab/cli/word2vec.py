@@ -104,15 +104,6 @@ def run_analogy(args):
 
 
 def run_contrast(args):
-    from ..inference.static_vs_contextual import EXAMPLES, contrast, report
-    from ..inference.word_vectors import load_word2vec
-    from ..interop.load import load_model
-    if args.word is None and (args.sentence or args.partner):
-        raise ValueError("--sentence and --partner go with --word")
-    if args.word is not None and len(args.sentence) < 2:
-        raise ValueError("--word needs two or more --sentence to compare its occurrences")
-    examples = {args.word: (args.sentence, args.partner)} if args.word else EXAMPLES
-    vectors = load_word2vec(args.vectors)
-    loaded = load_model(args.model)
-    for word, (sentences, partners) in examples.items():
-        print(report(contrast(vectors, loaded.model, loaded.tokenizer, word, sentences, partners), args.model))
+    from ..inference.static_vs_contextual import contrast_vectors, report
+    for c in contrast_vectors(args.vectors, args.model, args.word, args.sentence, args.partner):
+        print(report(c, args.model))

@@ -98,3 +98,21 @@ def report(c: Contrast, model_name: str) -> str:
             contextual = " ".join(f"{v:8.3f}" for v in c.contextual_partners[i])
             lines.append(f"    in sentence {i + 1}{'':6}{static}   |  {' ' * len(model_name)}  {contextual}")
     return "\n".join(lines)
+
+
+def contrast_vectors(vectors: str, model_dir: str = "minilm", word: str | None = None, sentences=(),
+                     partners=()):
+    """`bertlab word2vec contrast`: the word2vec file (or run folder) `vectors` beside the BERT folder
+    `model_dir`, for `word` in two or more `sentences` (measured against `partners`), or without a
+    word for the notes' EXAMPLES: the Contrasts, one word at a time (an iterator; the checks and the
+    loading are done before it is returned). Each prints with report(c, model_dir)."""
+    from ..interop.load import load_model
+    from .word_vectors import load_word2vec
+    if word is None and (sentences or partners):
+        raise ValueError("--sentence and --partner go with --word")
+    if word is not None and len(sentences) < 2:
+        raise ValueError("--word needs two or more --sentence to compare its occurrences")
+    examples = {word: (list(sentences), list(partners))} if word else EXAMPLES
+    word_vectors = load_word2vec(vectors)
+    loaded = load_model(model_dir)
+    return (contrast(word_vectors, loaded.model, loaded.tokenizer, w, s, p) for w, (s, p) in examples.items())
