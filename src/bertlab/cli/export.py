@@ -40,11 +40,7 @@ def run(args):
     import sys
 
     from ..inference.onnx_export import export_onnx
-    from ..io import read_lines
-    texts = [t for t in read_lines(args.texts) if t.strip()] if args.texts else None
-    if args.texts and not texts:
-        raise ValueError(f"{args.texts}: no text to check on (every line is blank)")
-    export_onnx(args.model, args.onnx, overwrite=args.overwrite, check=not args.no_check, texts=texts,
+    export_onnx(args.model, args.onnx, overwrite=args.overwrite, check=not args.no_check, texts_file=args.texts,
                 tolerance=args.tolerance, int8=args.int8, log=lambda m: print(m, file=sys.stderr))
     print(f"wrote {args.onnx}", file=sys.stderr)
     return 0

@@ -56,18 +56,9 @@ def run(args):
         from ..serve import Limits, serve
     except ImportError as e:
         raise ValueError(f"bertlab serve needs the [serve] extra (pip install 'bertlab[serve]'): {e}") from None
-    from ..interop.pretrained import resolve
-    if args.int8:
-        from ..inference.int8 import check_int8_settings
-        check_int8_settings(args.device)
     models = dict(args.model)
     if len(models) < len(args.model):
         raise ValueError("--model: a NAME is given twice; each model needs its own name")
-    for name, folder in models.items():
-        try:
-            resolve(folder)  # a missing folder is an error now, not a model that never gets ready
-        except FileNotFoundError as e:
-            raise ValueError(f"--model {name}={folder}: {e}") from None
     serve(models, args.host, args.port, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms,
           max_queue=args.max_queue, device=args.device, int8=args.int8, access_log=not args.no_access_log,
           limits=Limits(args.max_chars, args.max_texts, args.max_new_tokens))

@@ -134,7 +134,7 @@ def quantize_onnx(folder):
             os.replace(path + ".int8", path)
 
 
-def export_onnx(folder, out, *, overwrite: bool = False, check: bool = True, texts=None,
+def export_onnx(folder, out, *, overwrite: bool = False, check: bool = True, texts=None, texts_file=None,
                 tolerance: float = 1e-4, opset: int = 18, int8: bool = False, log=print) -> dict:
     """Export the model folder `folder` to the folder `out` (module docstring) and, with `check`,
     run onnxruntime on it against bertlab on real inputs (onnx_check.check_export; `texts` are the
@@ -142,7 +142,14 @@ def export_onnx(folder, out, *, overwrite: bool = False, check: bool = True, tex
     nothing is written. Returns the check's report (max abs differences, tokens compared).
 
     int8: after the fp32 check, quantise the graphs (quantize_onnx) and report, without failing,
-    how far they are from bertlab's fp32 outputs (report["int8"])."""
+    how far they are from bertlab's fp32 outputs (report["int8"]).
+
+    texts_file: a UTF-8 file whose non-blank lines are the texts to check on (instead of `texts`)."""
+    if texts_file:
+        from ..io import read_lines
+        texts = [t for t in read_lines(texts_file) if t.strip()]
+        if not texts:
+            raise ValueError(f"{texts_file}: no text to check on (every line is blank)")
     require_onnx()
     from ..interop.load import load_model
     out = os.fspath(out)
