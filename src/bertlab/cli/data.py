@@ -3,10 +3,8 @@
 One subcommand per data set. To add one, write `add_NAME(subparsers)` (its parser, with
 `set_defaults(run=...)`) and list it in SUBCOMMANDS."""
 import argparse
-import os
 import sys
 
-from ..io import claim_output_folder
 from .args import add_out_argument, fraction_below_one, nonnegative_float, positive_int
 
 ENGLISH_EXAMPLE = """example:
@@ -53,16 +51,9 @@ def add_english_corpus(subparsers):
 
 
 def run_english_corpus(args):
-    from ..data.english_corpus import SOURCE_ORDER, build_corpus, default_roots
-    sources = [s.strip() for s in args.sources.split(",") if s.strip()]
-    unknown = sorted(set(sources) - set(SOURCE_ORDER))
-    if unknown or not sources:
-        raise ValueError(f"--sources: unknown {', '.join(unknown) or '(none given)'}; "
-                         f"choose from {', '.join(SOURCE_ORDER)}")
-    _check_heldout(args.heldout, below=1)
-    claim_output_folder(args.out, CORPUS_FILES, args.overwrite)
-    summary = build_corpus(args.out, default_roots(args.root), sources=sources, heldout_share=args.heldout,
-                           min_sentences=args.min_sentences, workers=args.workers, progress=not args.quiet)
+    from ..data.jobs import english_corpus_job
+    summary = english_corpus_job(args.out, [s.strip() for s in args.sources.split(",") if s.strip()], args.heldout,
+                                 args.min_sentences, args.workers, args.root, args.overwrite, progress=not args.quiet)
     _report(summary, args.out)
     mb = summary["total"]["bytes"] / 1e6
     if mb < args.min_mb:
@@ -86,13 +77,8 @@ def add_python_docs(subparsers):
 
 
 def run_python_docs(args):
-    from ..data.english_corpus import python_docs_corpus
-    if not os.path.exists(args.summaries):
-        raise FileNotFoundError(f"--summaries {args.summaries}: no such file (the default is relative to the "
-                                "repository root)")
-    _check_heldout(args.heldout, below=1)
-    claim_output_folder(args.out, CORPUS_FILES, args.overwrite)
-    _report(python_docs_corpus(args.summaries, args.out, args.heldout), args.out)
+    from ..data.jobs import python_docs_job
+    _report(python_docs_job(args.out, args.summaries, args.heldout, args.overwrite), args.out)
     return 0
 
 
@@ -125,11 +111,8 @@ def add_gettext(subparsers):
 
 
 def run_gettext(args):
-    from ..data.gettext_corpus import SPLITS, build_gettext_corpus
-    _check_heldout(args.heldout, below=0.5)
-    claim_output_folder(args.out, ["stats.json"] + [f"{split}.{side}" for split in SPLITS for side in ("en", args.lang)],
-                  args.overwrite)
-    summary = build_gettext_corpus(args.lang, args.out, args.locale_dir, args.heldout)
+    from ..data.jobs import gettext_job
+    summary = gettext_job(args.lang, args.out, args.locale_dir, args.heldout, args.overwrite)
     pairs, catalogs = summary["pairs"], summary["catalogs"]
     print(f"{args.out}: " + ", ".join(f"{split} {pairs[split]:,} pairs ({len(catalogs[split])} catalogs)"
                                       for split in pairs), file=sys.stderr)
@@ -171,12 +154,8 @@ def add_debian_zh(subparsers):
 
 
 def run_debian_zh(args):
-    from ..data.debian_zh import build_debian_zh
-    _check_heldout(args.heldout, below=0.5)
-    if args.heldout == 0:
-        raise ValueError("--heldout 0: dev and test would be empty")
-    claim_output_folder(args.out, DEBIAN_ZH_FILES, args.overwrite)
-    stats = build_debian_zh(args.out, args.lists, args.heldout, args.min_per_section, args.gettext)
+    from ..data.jobs import debian_zh_job
+    stats = debian_zh_job(args.out, args.lists, args.heldout, args.min_per_section, args.gettext, args.overwrite)
     for kind in ("translations", "packages", "gettext_catalogs"):
         files = stats["inputs"][kind]
         if files:
@@ -224,27 +203,13 @@ def add_debian_synopses(subparsers):
 
 
 def run_debian_synopses(args):
-    from ..data.debian_synopses import SPLITS, build_debian_synopses
-    _check_heldout(args.heldout, below=0.5)
-    if args.heldout == 0:
-        raise ValueError("--heldout 0: valid and test would be empty")
-    names = [f"{s}.{side}" for s in SPLITS for side in ("desc", "syn")] + ["test.lead", "stats.json"]
-    claim_output_folder(args.out, names, args.overwrite)
-    stats = build_debian_synopses(args.out, args.lists, args.heldout, args.max_words, args.lead_words,
-                                  args.max_train, args.max_test)
+    from ..data.jobs import debian_synopses_job
+    stats = debian_synopses_job(args.out, args.lists, args.heldout, args.max_words, args.lead_words, args.max_train,
+                                args.max_test, args.overwrite)
     rows = stats["rows"]
     print(f"{args.out}: train {rows['train']:,}, valid {rows['valid']:,}, test {rows['test']:,} pairs; dropped: "
           + (", ".join(f"{k} {v:,}" for k, v in stats["dropped"].items()) or "nothing"), file=sys.stderr)
     return 0
-
-
-CORPUS_FILES = ("train.txt", "heldout.txt", "stats.json", "SOURCES.md")
-DEBIAN_ZH_FILES = ("train.txt", "heldout.txt", "train.tsv", "dev.tsv", "test.tsv", "stats.json")
-
-
-def _check_heldout(share: float, below: float):
-    if share >= below:  # argparse has checked [0, 1]
-        raise ValueError(f"--heldout {share}: must be less than {below:g}")
 
 
 def _report(summary: dict, out: str):
