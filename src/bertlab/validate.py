@@ -1,4 +1,4 @@
-"""Checks of numeric settings, shared by the command line (as argparse types) and the library
+"""Checks of numeric settings, shared by the command line (as its flag types) and the library
 (settings dataclasses call them in __post_init__), so a bad number is refused in one place with
 its name and value, never turned into a silently wrong run."""
 import math

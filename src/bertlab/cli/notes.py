@@ -27,11 +27,9 @@ def run(args):
             print(f"{name:<{width}}  {description}")
         print("\nrun one with 'bertlab notes NAME', or 'bertlab notes all'")
         return 0
-    from ..notes import check_pictures, run_example
+    from ..notes import run_examples
     names = list(EXAMPLES) if args.name == "all" else [args.name]
-    check_pictures(names, args.out, args.overwrite)
-    for i, name in enumerate(names):
-        shown = run_example(name, args.out, args.overwrite)
+    for i, (name, shown) in enumerate(zip(names, run_examples(names, args.out, args.overwrite))):
         print(("\n" if i else "") + f"== {name}: {shown.title}  [notes {shown.section}]")
         for line in shown.lines:
             print(line)

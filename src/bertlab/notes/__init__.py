@@ -68,6 +68,13 @@ def run_example(name: str, out_dir: str, overwrite: bool = False) -> Shown:
     return example(out_dir, overwrite) if draws else example()
 
 
+def run_examples(names, out_dir: str, overwrite: bool = False):
+    """`bertlab notes NAME...`: the Shown of each example, in order, one at a time (an iterator); every
+    picture they will draw is checked (check_pictures) before it is returned."""
+    check_pictures(names, out_dir, overwrite)
+    return (run_example(name, out_dir, overwrite) for name in names)
+
+
 def rounded(t, digits: int = 4, significant: bool = False):
     """A tensor or array as nested lists for printing: whole numbers as ints, others rounded to
     `digits` decimals (or significant digits)."""
