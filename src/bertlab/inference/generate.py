@@ -215,23 +215,18 @@ class TextStream:
 
 
 def load_generator(model_dir: str, device: str = "auto", int8: bool = False):
-    """(model, tokenizer) of a GPT folder (HF GPT-2 layout), on `device`, checked to be one model's
-    files; int8 (CPU only) swaps its linear layers for dynamic int8 ones."""
+    """(model, tokenizer) of a GPT folder (HF GPT-2 layout; interop.load.load_gpt) on `device`;
+    int8 (CPU only) swaps its linear layers for dynamic int8 ones."""
     from ..device import pick_device
-    from ..interop.hf_gpt2 import load_gpt2
-    from ..tokenization.char_level import load_gpt_tokenizer
+    from ..interop.load import load_gpt
     from .int8 import check_int8_settings, quantize_int8
     device = pick_device(device)
     if int8:
         check_int8_settings(device)
-    model, _ = load_gpt2(model_dir, map_location=device)
+    loaded = load_gpt(model_dir, device)
     if int8:
-        quantize_int8(model)
-    tokenizer = load_gpt_tokenizer(model_dir)
-    if tokenizer.vocab_size != model.config.vocab_size:
-        raise ValueError(f"{model_dir}: the tokenizer has {tokenizer.vocab_size} tokens, the model "
-                         f"{model.config.vocab_size}; they are not one model's files")
-    return model, tokenizer
+        quantize_int8(loaded.model)
+    return loaded.model, loaded.tokenizer
 
 
 def check_fits(ids, new_tokens: int, positions: int, where: str):

@@ -59,7 +59,7 @@ def load_model(folder, device="cpu") -> LoadedModel:
     config = _read_any_config(path)
     kind = config.get("model_type", "gpt2" if "n_embd" in config else "bert")
     if kind == "gpt2":
-        return _load_gpt(path, device)
+        return load_gpt(path, device)
     if kind == "albert":
         from .hf_albert import load_albert
         model, tokenizer, report = load_albert(path)
@@ -95,7 +95,8 @@ def _read_any_config(folder) -> dict:
                      "translation.json (a folder bertlab or HF transformers saved has one of them)")
 
 
-def _load_gpt(folder, device) -> LoadedModel:
+def load_gpt(folder, device="cpu") -> LoadedModel:
+    """A GPT folder (HF GPT-2 layout) and its tokenizer, checked to be one model's files."""
     from ..tokenization.char_level import load_gpt_tokenizer
     from .hf_gpt2 import load_gpt2
     model, report = load_gpt2(folder, map_location=device)
