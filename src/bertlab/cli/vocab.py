@@ -29,7 +29,8 @@ def run(args):
     from ..pretraining.vocab import vocab_job
     report = vocab_job(args.files, args.out, args.vocab_size, args.min_frequency, args.do_lower_case,
                        overwrite=args.overwrite, progress=not args.quiet)
-    short = f" (asked for {args.vocab_size}: the text ran out of merges)" if report["vocab_size"] < args.vocab_size else ""
+    ran_out = report["vocab_size"] < args.vocab_size
+    short = f" (asked for {args.vocab_size}: the text ran out of merges)" if ran_out else ""
     print(f"wrote {report['path']}: {report['vocab_size']} tokens{short}, "
           f"{'uncased' if args.do_lower_case else 'cased'}")
     print(f"  {report['words']} words ({report['distinct_words']} distinct); "
