@@ -236,3 +236,42 @@ def test_importing_bertlab_registers_no_optimizer_hook():
     code = ("import torch.optim.optimizer as o, bertlab.models, bertlab.inference.generate; "
             "assert not o._global_optimizer_post_hooks, o._global_optimizer_post_hooks")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---- a linear layer's products through oneDNN while training ---------------------------------
+
+def test_onednn_linear_gives_f_linear_outputs_and_gradients():
+    from bertlab.core.fast_paths import onednn_linear
+    torch.manual_seed(0)
+    x = torch.randn(3, 70, 96, requires_grad=True)  # 3 x 70 rows x 96 x 700: above MIN_FLOPS
+    weight = torch.randn(700, 96, requires_grad=True)
+    bias = torch.randn(700, requires_grad=True)
+    grad = torch.randn(3, 70, 700)
+    assert onednn_linear.wants_onednn(x, weight) == onednn_linear._available()
+    ours = onednn_linear.linear(x, weight, bias)
+    ours.backward(grad)
+    got = [t.grad.clone() for t in (x, weight, bias)]
+    for t in (x, weight, bias):
+        t.grad = None
+    plain = torch.nn.functional.linear(x, weight, bias)
+    plain.backward(grad)
+    torch.testing.assert_close(ours, plain, rtol=1e-5, atol=1e-4)
+    for mine, theirs in zip(got, (x.grad, weight.grad, bias.grad)):
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-4)
+    # a frozen weight gets no gradient; the input still does
+    frozen = weight.detach()
+    x.grad = None
+    onednn_linear.linear(x, frozen, None).sum().backward()
+    torch.testing.assert_close(x.grad, grad.new_ones(3, 70, 700) @ frozen)
+
+
+def test_onednn_linear_leaves_inference_autocast_and_small_products_to_f_linear():
+    from bertlab.core.fast_paths import onednn_linear
+    x, weight = torch.randn(200, 96), torch.randn(700, 96, requires_grad=True)
+    with torch.no_grad():
+        assert not onednn_linear.wants_onednn(x, weight)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not onednn_linear.wants_onednn(x, weight)
+        assert onednn_linear.linear(x, weight).dtype == torch.bfloat16  # autocast still applies
+    assert not onednn_linear.wants_onednn(torch.randn(2, 96), weight)  # a head's few rows
+    assert not onednn_linear.wants_onednn(x.double(), weight.double())

@@ -97,8 +97,11 @@ class MultiHeadAttention(nn.Module):
         qkv = self.project_qkv(x)
         p = self.dropout if self.training else 0.0
         outs = []
-        for bucket in packing.buckets:
-            part = bucket.unpack(qkv).view(bucket.rows, bucket.length, 3, self.num_heads, self.d_head)
+        # split, not slices: the gradient of a split is one concatenation, where each slice's is a
+        # zero-filled copy of all of qkv's gradient, summed bucket after bucket
+        pieces = qkv.split([bucket.end - bucket.start for bucket in packing.buckets])
+        for bucket, piece in zip(packing.buckets, pieces):
+            part = bucket.unpack_own(piece).view(bucket.rows, bucket.length, 3, self.num_heads, self.d_head)
             q, k, v = part.permute(2, 0, 3, 1, 4).unbind(0)
             out, _ = scaled_dot_product_attention(q, k, v, bucket.mask, p)
             outs.append(bucket.pack(out.transpose(1, 2)))
@@ -111,7 +114,7 @@ class MultiHeadAttention(nn.Module):
         if int8 is not None:
             return int8(x)
         weight, bias = self.stacked_qkv()
-        return F.linear(x, weight, bias)
+        return fast_paths.linear(x, weight, bias)
 
     def stacked_qkv(self):
         """[W_q; W_k; W_v] and their biases. Without autograd the stack is kept until a weight

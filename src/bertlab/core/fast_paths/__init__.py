@@ -4,6 +4,7 @@ the plain path. The formulas of the notes are in the modules beside this folder.
 
 - numpy_dropout: dropout whose CPU mask numpy draws (F.dropout's distribution and torch's seeds).
 - mkl_prepacking: nn.Linear whose weight MKL reorders once for the row count of decoding steps.
+- onednn_linear: a linear layer's three products through oneDNN while training (5-10% faster here).
 - linear_cross_entropy: a language model's output layer and loss as one step, logits never kept.
 - unpadding: the real tokens of a padded batch as one matrix, so position-wise layers skip padding.
 - weight_stamp: tells a copy derived from a weight (prepacked, stacked Q/K/V) that it is stale.
@@ -20,6 +21,7 @@ import contextlib
 from .linear_cross_entropy import linear_cross_entropy
 from .mkl_prepacking import (PrepackableLinear, PrepackedWeight, can_prepack, drop_prepacked, prepack_for_rows,
                              prepacked_linear)
+from .onednn_linear import linear
 from .numpy_dropout import NumpyDropout, numpy_dropout, numpy_dropout_add
 from .unpadding import Packing
 from .weight_stamp import weight_stamp
@@ -45,5 +47,5 @@ def plain_path():
         _plain = before
 
 __all__ = ["PrepackableLinear", "PrepackedWeight", "can_prepack", "drop_prepacked", "prepack_for_rows",
-           "prepacked_linear", "linear_cross_entropy", "NumpyDropout", "numpy_dropout",
+           "prepacked_linear", "linear", "linear_cross_entropy", "NumpyDropout", "numpy_dropout",
            "numpy_dropout_add", "Packing", "weight_stamp", "plain_path", "in_plain_path"]

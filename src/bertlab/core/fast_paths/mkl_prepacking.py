@@ -8,9 +8,9 @@ row: 7.2 vs 8.0). The prepacked copy costs as much memory as the weight, so it e
 used only for inputs of exactly that many rows, without autograd, while the weight is unchanged.
 """
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from .onednn_linear import linear
 from .weight_stamp import weight_stamp
 
 
@@ -32,9 +32,10 @@ class PrepackedWeight:
 
 
 def prepacked_linear(x, weight, bias=None, prepacked: PrepackedWeight | None = None):
-    """F.linear(x, weight, bias), through the prepacked weight when it fits this input."""
+    """F.linear(x, weight, bias), through the prepacked weight when it fits this input (else through
+    onednn_linear.linear, which trains faster on a CPU)."""
     if prepacked is None or not prepacked.usable(x, weight):
-        return F.linear(x, weight, bias)
+        return linear(x, weight, bias)
     flat = x.reshape(prepacked.rows, x.size(-1))
     out = torch.ops.mkl._mkl_linear(flat, prepacked.packed, weight, bias, prepacked.rows)
     return out.view(*x.shape[:-1], weight.size(0))

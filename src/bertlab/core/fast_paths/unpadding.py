@@ -73,7 +73,11 @@ class Bucket:
 
     def unpack(self, packed):
         """The bucket's tokens of a packed (tokens, ...) matrix as (rows, length, ...), zeros at padding."""
-        x = packed[self.start:self.end]
+        return self.unpack_own(packed[self.start:self.end])
+
+    def unpack_own(self, x):
+        """`unpack` of the bucket's own tokens (rows start:end of the packed matrix, e.g. one part of
+        its split)."""
         return _Unpack.apply(x, self.index, self.rows * self.length).view(self.rows, self.length, *x.shape[1:])
 
     def pack(self, x):
