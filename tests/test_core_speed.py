@@ -240,13 +240,14 @@ def test_importing_bertlab_registers_no_optimizer_hook():
 
 # ---- a linear layer's products through oneDNN while training ---------------------------------
 
-def test_onednn_linear_gives_f_linear_outputs_and_gradients():
+@pytest.mark.parametrize("d_in, d_out", [(96, 700), (700, 96)])  # dW by MKL, dW by oneDNN
+def test_onednn_linear_gives_f_linear_outputs_and_gradients(d_in, d_out):
     from bertlab.core.fast_paths import onednn_linear
     torch.manual_seed(0)
-    x = torch.randn(3, 70, 96, requires_grad=True)  # 3 x 70 rows x 96 x 700: above MIN_FLOPS
-    weight = torch.randn(700, 96, requires_grad=True)
-    bias = torch.randn(700, requires_grad=True)
-    grad = torch.randn(3, 70, 700)
+    x = torch.randn(3, 70, d_in, requires_grad=True)  # 3 x 70 rows x 96 x 700: above MIN_FLOPS
+    weight = torch.randn(d_out, d_in, requires_grad=True)
+    bias = torch.randn(d_out, requires_grad=True)
+    grad = torch.randn(3, 70, d_out)
     assert onednn_linear.wants_onednn(x, weight) == onednn_linear._available()
     ours = onednn_linear.linear(x, weight, bias)
     ours.backward(grad)
@@ -262,7 +263,7 @@ def test_onednn_linear_gives_f_linear_outputs_and_gradients():
     frozen = weight.detach()
     x.grad = None
     onednn_linear.linear(x, frozen, None).sum().backward()
-    torch.testing.assert_close(x.grad, grad.new_ones(3, 70, 700) @ frozen)
+    torch.testing.assert_close(x.grad, grad.new_ones(3, 70, d_out) @ frozen)
 
 
 def test_onednn_linear_leaves_inference_autocast_and_small_products_to_f_linear():
