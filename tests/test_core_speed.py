@@ -1,6 +1,7 @@
 """The core's speed paths compute what the plain paths compute: caches derived from weights follow
 every kind of weight update; packed (unpadded) blocks, the last layer at a few positions and the
 explicit training attention give the outputs and gradients of the plain computation."""
+import os
 import subprocess
 import sys
 
@@ -276,3 +277,11 @@ def test_onednn_linear_leaves_inference_autocast_and_small_products_to_f_linear(
         assert onednn_linear.linear(x, weight).dtype == torch.bfloat16  # autocast still applies
     assert not onednn_linear.wants_onednn(torch.randn(2, 96), weight)  # a head's few rows
     assert not onednn_linear.wants_onednn(x.double(), weight.double())
+
+
+def test_onednn_linear_is_switched_off_by_the_environment():
+    code = ("import torch; from bertlab.core.fast_paths import onednn_linear as o; "
+            "print(o.wants_onednn(torch.randn(200, 96), torch.randn(700, 96, requires_grad=True)))")
+    env = {**os.environ, "BERTLAB_ONEDNN": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

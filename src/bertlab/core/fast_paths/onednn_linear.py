@@ -12,8 +12,11 @@ network's second layer: 21.5 vs 23.6 ms at 2 threads), not where it is the wide 
 equal F.linear's to fp32 rounding (the sums are taken in another order). Used only
 where it is measured to help: CPU, fp32, autograd on, no autocast, products of at least
 MIN_FLOPS (a oneDNN call costs ~15 us more than MKL's, which small heads do not repay);
-everything else stays F.linear.
+everything else stays F.linear. The gain was measured on this project's CPUs; `BERTLAB_ONEDNN=0` in
+the environment keeps every linear layer on F.linear (MKL), to compare on another CPU.
 """
+import os
+
 import torch
 import torch.nn.functional as F
 
@@ -21,7 +24,8 @@ MIN_FLOPS = 2 ** 22  # rows x in x out: ~1 GFLOP-ms of work; tiny heads keep F.l
 
 
 def _available() -> bool:
-    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    return (os.environ.get("BERTLAB_ONEDNN", "1") != "0" and torch.backends.mkldnn.is_available()
+            and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
 
 
 _AVAILABLE = None
