@@ -206,8 +206,16 @@ def training_rows(ours, hf, batches, pad_id, repeat):
     shapes = ", ".join(f"{tuple(b.src.shape)}->{tuple(b.tgt_out.shape)}" for b in batches)
     print(f"training batches (src -> tgt): {shapes}; {tokens} target tokens", flush=True)
     work = f"train {len(batches)} batches, {tokens} tgt tokens"
-    return [Row(work, "bertlab", tokens, "tgt tokens/s", measure(steps(ours, our_loss), repeat=repeat)),
-            Row(work, HF, tokens, "tgt tokens/s", measure(steps(hf, hf_loss), repeat=repeat))]
+    # rounds alternate (ours, HF, ours, ...) after a warm-up call each, so that a change in the
+    # machine's load falls on both sides alike
+    runs = {"bertlab": steps(ours, our_loss), HF: steps(hf, hf_loss)}
+    seconds = {side: [] for side in runs}
+    for side, run in runs.items():
+        run()
+    for _ in range(repeat):
+        for side, run in runs.items():
+            seconds[side] += measure(run, repeat=1, warmup=0)
+    return [Row(work, side, tokens, "tgt tokens/s", seconds[side]) for side in runs]
 
 
 def decoding_rows(ours, hf, src, pad_id, eos_id, bos_id, beam, new_tokens, repeat):
