@@ -11,8 +11,10 @@ oneDNN copies the transposed dy^T first: worth it where dy is the narrow side (a
 network's second layer: 21.5 vs 23.6 ms at 2 threads), not where it is the wide one. The results
 equal F.linear's to fp32 rounding (the sums are taken in another order). Used only
 where it is measured to help: CPU, fp32, autograd on, no autocast, products of at least
-MIN_FLOPS (a oneDNN call costs ~15 us more than MKL's, which small heads do not repay);
-everything else stays F.linear. The gain was measured on this project's CPUs; `BERTLAB_ONEDNN=0` in
+MIN_FLOPS (a oneDNN call costs ~15 us more than MKL's, which small heads do not repay), and layers
+at least 384 wide on the input side, or 256 wide in and 384 out (`wide_enough`): a layer 128 wide
+in, like a tiny BERT's, trained up to 25% slower through oneDNN (forward + backward, 1000 and 3000
+rows, 2 threads, a grid of widths 128-3072). Everything else stays F.linear. The gain was measured on this project's CPUs; `BERTLAB_ONEDNN=0` in
 the environment keeps every linear layer on F.linear (MKL), to compare on another CPU.
 """
 import os
@@ -56,6 +58,11 @@ class _OneDnnLinear(torch.autograd.Function):
         return dx, dw, db
 
 
+def wide_enough(d_in: int, d_out: int) -> bool:
+    """Whether a layer of these widths trains faster through oneDNN (module docstring)."""
+    return d_in >= 384 or (d_in >= 256 and d_out >= 384)
+
+
 def wants_onednn(x, weight) -> bool:
     """True where `linear` takes oneDNN's path (see the module docstring)."""
     global _AVAILABLE
@@ -64,7 +71,7 @@ def wants_onednn(x, weight) -> bool:
         return False
     if torch.is_autocast_enabled("cpu") or torch.compiler.is_compiling():
         return False
-    if x.numel() * weight.size(0) < MIN_FLOPS:
+    if x.numel() * weight.size(0) < MIN_FLOPS or not wide_enough(weight.size(1), weight.size(0)):
         return False
     if _AVAILABLE is None:
         _AVAILABLE = _available()
