@@ -71,11 +71,6 @@ def char_classes() -> dict[str, str]:
             "mn": _char_class(mn), "cjk": "".join("\\U%08x-\\U%08x" % r for r in CJK_RANGES)}
 
 
-def strip_accents(text: str) -> str:
-    """NFD, then drop nonspacing marks (Mn)."""
-    return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn")
-
-
 class BasicTokenizer:
     """Text -> basic tokens (words and punctuation), before WordPiece.
 

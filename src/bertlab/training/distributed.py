@@ -55,14 +55,6 @@ def all_agree(flag: bool, info: DistInfo) -> bool:
     return bool(t.item())
 
 
-def mean_across(value: float, info: DistInfo) -> float:
-    if not info.enabled:
-        return value
-    t = torch.tensor([value], dtype=torch.float64, device=_comm_device())
-    dist.all_reduce(t)
-    return t.item() / info.world_size
-
-
 def sum_across(values: torch.Tensor, info: DistInfo) -> torch.Tensor:
     """Element-wise sum over ranks of a small CPU tensor: many counters in one all-reduce."""
     if not info.enabled:
