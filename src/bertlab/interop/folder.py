@@ -38,6 +38,25 @@ class LoadReport:
                            for n, o, t in self.mismatched]
 
 
+def copy_matching(model, tensors: dict, skip=()) -> LoadReport:
+    """Copy tensors[name] into each of the model's tensors of that name and shape (those in `skip`,
+    e.g. tied copies, are left alone); the report names the copied, the missing and the mis-shaped
+    ones. `unused` is the caller's to fill: only it knows the checkpoint's own names."""
+    report = LoadReport()
+    with torch.no_grad():
+        for name, target in model.state_dict().items():
+            if name in skip:
+                continue
+            if name not in tensors:
+                report.new.append(name)
+            elif tensors[name].shape != target.shape:
+                report.mismatched.append((name, tuple(target.shape), tuple(tensors[name].shape)))
+            else:
+                target.copy_(tensors[name])
+                report.initialized.append(name)
+    return report
+
+
 def read_state_dict(folder) -> dict:
     """The tensors of model.safetensors (preferred) or pytorch_model.bin in `folder`, or of the
     TensorFlow checkpoint of a google-research/bert folder, under HF's names (google_bert.py)."""

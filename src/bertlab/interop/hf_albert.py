@@ -6,11 +6,9 @@ shared layers, HF's `encoder.albert_layer_groups.{g}.albert_layers.0` (one layer
 """
 import os
 
-import torch
-
 from ..io import read_json
 from ..models import AlbertConfig, AlbertForPreTraining, AlbertModel
-from .folder import LoadReport, read_state_dict, write_hf_folder
+from .folder import LoadReport, copy_matching, read_state_dict, write_hf_folder
 from .hf_bert import _rename
 
 _GROUP = "encoder.albert_layer_groups.{i}.albert_layers.0."
@@ -76,16 +74,8 @@ def load_albert_state(model, hf_state: dict, source="checkpoint", strict=True) -
     elif not heads and prefixed:  # the encoder of a heads checkpoint
         hf_state = {(k[len("albert."):] if k.startswith("albert.") else k): v for k, v in hf_state.items()}
     hf_state = {k: v for k, v in hf_state.items() if not k.endswith(IGNORED)}
-    report, own = LoadReport(), model.state_dict()
-    with torch.no_grad():
-        for name, hf_name in ours_to_hf.items():
-            if hf_name not in hf_state:
-                report.new.append(name)
-            elif hf_state[hf_name].shape != own[name].shape:
-                report.mismatched.append((name, tuple(own[name].shape), tuple(hf_state[hf_name].shape)))
-            else:
-                own[name].copy_(hf_state[hf_name])
-                report.initialized.append(name)
+    report = copy_matching(model, {name: hf_state[hf] for name, hf in ours_to_hf.items() if hf in hf_state},
+                           skip=TIED)
     report.unused = sorted(set(hf_state) - set(ours_to_hf.values()))
     if strict and (report.misfits() or (heads and report.unused)):
         problems = report.misfits() + [f"unexpected tensor {n}" for n in report.unused if heads]

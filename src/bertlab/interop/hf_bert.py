@@ -5,10 +5,8 @@ HF's follow google-research/bert's TF scopes. One table maps between them, both 
 """
 import re
 
-import torch
-
 from ..models import BertModel
-from .folder import LoadReport, write_hf_folder
+from .folder import LoadReport, copy_matching, write_hf_folder
 
 # (ours, HF) — `{i}` is a layer index. Everything not listed keeps its name.
 # Prefixes: heads-models (ours and HF's) keep the encoder under `bert.`; a bare BertModel has none.
@@ -88,21 +86,9 @@ def init_from_state_dict(model, hf_state: dict) -> LoadReport:
     from .hf_electra import as_bert_state, is_electra_state  # hf_electra builds on this module's table
     if is_electra_state(hf_state):
         hf_state = as_bert_state(hf_state)
-    report, ours = LoadReport(), _to_our_names(model, hf_state)
+    ours = _to_our_names(model, hf_state)
+    report = copy_matching(model, {name: tensor for name, (_, tensor) in ours.items()}, skip=TIED)
     own = model.state_dict()
-    with torch.no_grad():
-        for name, target in own.items():
-            if name in TIED:
-                continue
-            if name not in ours:
-                report.new.append(name)
-                continue
-            tensor = ours[name][1]
-            if tensor.shape != target.shape:
-                report.mismatched.append((name, tuple(target.shape), tuple(tensor.shape)))
-            else:
-                target.copy_(tensor)
-                report.initialized.append(name)
     report.unused = sorted(original for name, (original, _) in ours.items() if name not in own and name not in TIED)
     return report
 

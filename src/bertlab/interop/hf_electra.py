@@ -7,10 +7,8 @@ and its two heads. Both sides keep the encoder under `electra.`.
 import os
 import re
 
-import torch
-
 from ..models.electra import Electra, ElectraForMaskedLM, ElectraForPreTraining
-from .folder import LoadReport, read_state_dict, write_hf_folder
+from .folder import LoadReport, copy_matching, read_state_dict, write_hf_folder
 from .hf_bert import IGNORED, NAME_TABLE, _rename
 
 # (ours, HF), tried in order; BERT's encoder rows first, its mlm./nsp. rows never match here.
@@ -89,18 +87,8 @@ def load_state(model, hf_state: dict, source) -> LoadReport:
             continue
         name = from_hf_name(key if not bare or HEAD.match(key) else "electra." + key)
         ours[name] = (key, tensor)
-    report, own = LoadReport(), model.state_dict()
-    with torch.no_grad():
-        for name, target in own.items():
-            if name in TIED:
-                continue
-            if name not in ours:
-                report.new.append(name)
-            elif ours[name][1].shape != target.shape:
-                report.mismatched.append((name, tuple(target.shape), tuple(ours[name][1].shape)))
-            else:
-                target.copy_(ours[name][1])
-                report.initialized.append(name)
+    report = copy_matching(model, {name: tensor for name, (_, tensor) in ours.items()}, skip=TIED)
+    own = model.state_dict()
     report.unused = sorted(key for name, (key, _) in ours.items() if name not in own and name not in TIED)
     problems = report.misfits() + [f"unexpected tensor {key}" for key in report.unused]
     if problems:

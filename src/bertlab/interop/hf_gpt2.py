@@ -11,7 +11,7 @@ import torch
 
 from ..io import read_json
 from ..models.gpt import GPT, GPTConfig
-from .folder import LoadReport, read_state_dict, write_hf_folder
+from .folder import LoadReport, copy_matching, read_state_dict, write_hf_folder
 
 # (ours, HF, how): "same" copies, "conv1d" transposes, "qkv" splits/fuses c_attn.
 # `{i}` is a layer index; our query/key/value weights and biases become one c_attn tensor.
@@ -96,16 +96,8 @@ def our_state_dict(hf_state: dict) -> tuple[dict, list]:
 def load_state_dict_strict(model: GPT, hf_state: dict, source="checkpoint") -> LoadReport:
     """Copy every tensor; a missing or mis-shaped one is an error that names it."""
     ours, unused = our_state_dict(hf_state)
-    report = LoadReport(unused=sorted(unused))
-    with torch.no_grad():
-        for name, target in model.state_dict().items():
-            if name not in ours:
-                report.new.append(name)
-            elif ours[name].shape != target.shape:
-                report.mismatched.append((name, tuple(target.shape), tuple(ours[name].shape)))
-            else:
-                target.copy_(ours[name])
-                report.initialized.append(name)
+    report = copy_matching(model, ours)
+    report.unused = sorted(unused)
     problems = report.misfits()
     if problems:
         shown = problems[:5] + ([f"... and {len(problems) - 5} more"] if len(problems) > 5 else [])
