@@ -1,6 +1,14 @@
 """GPT vs HF GPT2LMHeadModel, same config (GPT-2 124M), random weights, in one process.
 
     python benchmarks/bench_gpt.py [--repeat 5] [--only gen1,gen8,train]
+    python benchmarks/bench_gpt.py --only train --device cuda --precision bf16 --compile both \
+        --batch-size 16 --length 1024 --warmup 3 --repeat 20
+
+On a GPU (--device cuda) each call ends with torch.cuda.synchronize(), and the training rows add
+model-FLOPs utilisation: training.flops' estimate (6 x non-embedding parameters + attention's
+12 x length x d_model per layer) plus the tied output layer (6 x d_model x vocab) per token, over
+the device's dense peak (bertlab.device.peak_tflops). --compile names the sides whose model
+torch.compile wraps (their first calls compile: give --warmup a few).
 
 Generation: a 32-token prompt, 128 new tokens, greedy, both with a key/value cache, batch 1 and 8.
 Training: batch 8 x 256 tokens, dropout on (train mode), one step of the engine's train_step on both
@@ -28,7 +36,9 @@ from harness import Row, print_table  # noqa: E402
 
 from bertlab.inference.generate import SamplingOptions, generate  # noqa: E402
 from bertlab.models import GPT, GPTConfig  # noqa: E402
-from bertlab.training.engine import train_step  # noqa: E402
+from bertlab.device import peak_tflops  # noqa: E402
+from bertlab.training.engine import autocast_context, train_step  # noqa: E402
+from bertlab.training.flops import transformer_flops_per_token  # noqa: E402
 from bertlab.training.schedules import make_scheduler  # noqa: E402
 
 PROMPT, NEW, TRAIN_BATCH, TRAIN_LEN = 32, 128, 8, 256
@@ -42,11 +52,12 @@ def models(config):
     return ours, hf
 
 
-def alternating(ours, theirs, repeat):
-    """Wall and CPU seconds of `repeat` calls of each, after one untimed call each; the order
+def alternating(ours, theirs, repeat, warmup=1):
+    """Wall and CPU seconds of `repeat` calls of each, after `warmup` untimed calls each; the order
     alternates by round. CPU seconds (both threads) count the work done, not the time a thread
     waited for a core on a machine shared with other jobs."""
-    ours(), theirs()
+    for _ in range(warmup):
+        ours(), theirs()
     wall, cpu = {ours: [], theirs: []}, {ours: [], theirs: []}
     for i in range(repeat):
         for fn in (ours, theirs) if i % 2 == 0 else (theirs, ours):
@@ -57,9 +68,9 @@ def alternating(ours, theirs, repeat):
     return (wall[ours], cpu[ours]), (wall[theirs], cpu[theirs])
 
 
-def paired_rows(work, units, ours, theirs, repeat):
+def paired_rows(work, units, ours, theirs, repeat, warmup=1):
     """Rows of wall seconds, and rows of CPU seconds (workload suffixed "per CPU-second")."""
-    (ours_s, ours_cpu), (hf_s, hf_cpu) = alternating(ours, theirs, repeat)
+    (ours_s, ours_cpu), (hf_s, hf_cpu) = alternating(ours, theirs, repeat, warmup)
     return [Row(work, "bertlab", units, "tokens/s", ours_s), Row(work, "HF GPT2LMHeadModel", units, "tokens/s", hf_s),
             Row(work + " per CPU-second", "bertlab", units, "tokens/CPU-s", ours_cpu),
             Row(work + " per CPU-second", "HF GPT2LMHeadModel", units, "tokens/CPU-s", hf_cpu)]
@@ -87,35 +98,68 @@ def generation_rows(ours, hf, batch, repeat):
     return paired_rows("generate b=%d, %d+%d" % (batch, PROMPT, NEW), batch * NEW, run_ours, run_hf, repeat)
 
 
-def training_rows(ours, hf, repeat):
-    ours.train(), hf.train()
+def training_rows(ours, hf, args):
+    """One training step a call on each side; on a GPU also the MFU line of each."""
+    device = torch.device(args.device)
+    ours.to(device).train(), hf.to(device).train()
     g = torch.Generator().manual_seed(1)
-    data = torch.randint(0, 50257, (TRAIN_BATCH, TRAIN_LEN + 1), generator=g)
+    data = torch.randint(0, 50257, (args.batch_size, args.length + 1), generator=g).to(device)
     x, y = data[:, :-1], data[:, 1:]
+    autocast = autocast_context(device, {"fp32": None, "bf16": torch.bfloat16}[args.precision])
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
-    def engine_step(model, loss_of):
+    def engine_step(model, loss_of, compiled):
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
         scheduler = make_scheduler(optimizer, "constant")
-        return lambda: train_step(model, optimizer, scheduler, lambda: (x, y), grad_clip=1.0, loss_of=loss_of)
+        net = torch.compile(model) if compiled else model
 
-    step_ours = engine_step(ours, lambda model, batch: model(*batch)[1])
-    step_hf = engine_step(hf, lambda model, batch: model(input_ids=batch[0], labels=batch[0]).loss)  # HF shifts
-    return paired_rows(f"train b={TRAIN_BATCH}x{TRAIN_LEN}, AdamW", TRAIN_BATCH * TRAIN_LEN, step_ours, step_hf, repeat)
+        def step():
+            train_step(net, optimizer, scheduler, lambda: (x, y), grad_clip=1.0, autocast=autocast, loss_of=loss_of)
+            sync()
+        return step
+
+    step_ours = engine_step(ours, lambda model, batch: model(*batch)[1], args.compile in ("bertlab", "both"))
+    step_hf = engine_step(hf, lambda model, batch: model(input_ids=batch[0], labels=batch[0]).loss,  # HF shifts
+                          args.compile in ("hf", "both"))
+    work = f"train b={args.batch_size}x{args.length}, AdamW, {args.precision}" + \
+        (f", compiled: {args.compile}" if args.compile != "none" else "")
+    rows = paired_rows(work, args.batch_size * args.length, step_ours, step_hf, args.repeat, args.warmup)
+    peak = peak_tflops(device, args.precision)
+    if peak:
+        c = ours.config
+        per_token = transformer_flops_per_token(ours, args.length) + 6 * c.n_embd * c.vocab_size
+        for row in rows[:2]:
+            sec = statistics.median(row.seconds)
+            tflops = per_token * row.work / sec / 1e12
+            print(f"  {row.implementation}: {sec * 1e3:.1f} ms/step (median), {row.work / sec:,.0f} tokens/s, "
+                  f"{tflops:.0f} TFLOP/s, MFU {tflops / peak:.1%} of {peak:g}; "
+                  f"peak memory {torch.cuda.max_memory_allocated() / 2**20:,.0f} MB (both sides)", flush=True)
+    return rows
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--only", default="gen1,gen8,train")
+    p.add_argument("--warmup", type=int, default=1, help="untimed training calls per side first (default 1)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (training only)")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="training's autocast")
+    p.add_argument("--compile", choices=["none", "bertlab", "hf", "both"], default="none",
+                   help="training: the sides torch.compile wraps")
+    p.add_argument("--batch-size", type=int, default=TRAIN_BATCH, help=f"training (default {TRAIN_BATCH})")
+    p.add_argument("--length", type=int, default=TRAIN_LEN, help=f"training (default {TRAIN_LEN})")
     args = p.parse_args()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load {os.getloadavg()}", flush=True)
+    if args.device != "cpu" and any(job.startswith("gen") for job in args.only.split(",")):
+        p.error("--device is for --only train")
+    where = torch.cuda.get_device_name() if args.device == "cuda" else f"{torch.get_num_threads()} threads"
+    print(f"torch {torch.__version__}, {where}, load {os.getloadavg()}", flush=True)
     ours, hf = models(GPTConfig.preset("gpt2"))
     rows, start = [], time.time()
     for job in args.only.split(","):
         if job.startswith("gen"):
             rows += generation_rows(ours, hf, int(job[3:]), args.repeat)
         elif job == "train":
-            rows += training_rows(ours, hf, args.repeat)
+            rows += training_rows(ours, hf, args)
         print_table(rows)
     for work in dict.fromkeys(r.workload for r in rows):
         ours_row, hf_row = (next(r for r in rows if r.workload == work and r.implementation == name)

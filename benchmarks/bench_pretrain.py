@@ -7,6 +7,7 @@ length 128, 20 masked positions.
                                         [--steps 6] [--warmup 2] [--repeat 3]
                                         [--threads 2] [--precision fp32|bf16] [--optimizer fused|foreach]
                                         [--device cpu|cuda] [--batch-size N]
+                                        [--compile none|bertlab|hf|both]
 
 --config electra-small times ELECTRA's joint step instead (docs/electra.md): the ELECTRA-Small
 discriminator (L=12, H=256, A=4, I=1024, E=128) and a generator of half its width (H=128, A=2,
@@ -154,14 +155,18 @@ def batch_size_for(config: str, requested: int | None) -> int:
     return requested or CONFIGS[config][1]
 
 
-def build_side(side: str, config_name: str, optimizer: str, device: str = "cpu"):
-    """(model, optimizer, step_loss) for one side; step_loss(batch) is the scalar loss of one batch."""
+def build_side(side: str, config_name: str, optimizer: str, device: str = "cpu", compiled: bool = False):
+    """(model, optimizer, step_loss) for one side; step_loss(batch) is the scalar loss of one batch.
+    compiled: torch.compile of bertlab's loss function (model and loss in one graph, as the engine's
+    --compile on one process) or of HF's model (which computes its loss); BERT and ALBERT."""
     import torch
     overrides, _ = CONFIGS[config_name]
     torch.manual_seed(0)
     if is_albert(config_name):
-        return _build_albert(side, overrides, optimizer, device)
+        return _build_albert(side, overrides, optimizer, device, compiled)
     if config_name.startswith("electra"):
+        if compiled:
+            raise SystemExit("--compile is for the BERT and ALBERT configs")
         model, groups, step_loss = build_electra(side, overrides)
     elif side == "bertlab":
         from bertlab.models.bert import BertForPreTraining
@@ -171,8 +176,9 @@ def build_side(side: str, config_name: str, optimizer: str, device: str = "cpu")
         model = BertForPreTraining(BertConfig(vocab_size=30522, **overrides))
         groups = param_groups(model, 0.01)
 
-        def step_loss(batch):
+        def step_loss(batch):  # compiled: the model and the loss in one graph, as the engine's --compile
             return pretraining_loss(model, batch)[0]
+        step_loss = torch.compile(step_loss) if compiled else step_loss
     else:
         import transformers
         config = transformers.BertConfig(vocab_size=30522, **overrides)
@@ -181,11 +187,12 @@ def build_side(side: str, config_name: str, optimizer: str, device: str = "cpu")
         ids = {id(p) for p in no_decay}
         groups = [{"params": [p for p in model.parameters() if id(p) not in ids], "weight_decay": 0.01},
                   {"params": no_decay, "weight_decay": 0.0}]
+        net = torch.compile(model) if compiled else model
 
         def step_loss(batch):
-            return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                         token_type_ids=batch["token_type_ids"], labels=batch["labels"],
-                         next_sentence_label=batch["next_sentence_labels"]).loss
+            return net(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                       token_type_ids=batch["token_type_ids"], labels=batch["labels"],
+                       next_sentence_label=batch["next_sentence_labels"]).loss
     return model, _adamw(model, groups, optimizer, device), step_loss
 
 
@@ -196,28 +203,33 @@ def _adamw(model, groups, optimizer: str, device: str):
                              **({"fused": True} if optimizer == "fused" else {"foreach": True}))
 
 
-def _build_albert(side: str, overrides: dict, optimizer: str, device: str):
+def _build_albert(side: str, overrides: dict, optimizer: str, device: str, compiled: bool):
     """ALBERT's sides: our AlbertForPreTraining + pretraining_loss (MLM at the gathered positions +
     SOP), HF's AlbertForPreTraining with labels and sentence_order_label."""
+    import torch
     config = albert_config(overrides)
     if side == "bertlab":
         from bertlab.models import AlbertForPreTraining
         from bertlab.pretraining.loss import pretraining_loss
         from bertlab.training.optim import param_groups
         model = AlbertForPreTraining(config)
+
+        def step_loss(batch):
+            return pretraining_loss(model, batch)[0]
         return model, _adamw(model, param_groups(model, 0.01), optimizer, device), \
-            lambda batch: pretraining_loss(model, batch)[0]
+            torch.compile(step_loss) if compiled else step_loss
     import transformers
     settings = {k: v for k, v in config.to_dict(hf=True).items() if k not in ("architectures", "model_type")}
     model = transformers.AlbertForPreTraining(transformers.AlbertConfig(**settings))
     no_decay = {id(p) for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n}
     groups = [{"params": [p for p in model.parameters() if id(p) not in no_decay], "weight_decay": 0.01},
               {"params": [p for p in model.parameters() if id(p) in no_decay], "weight_decay": 0.0}]
+    net = torch.compile(model) if compiled else model
 
     def step_loss(batch):
-        return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                     token_type_ids=batch["token_type_ids"], labels=batch["labels"],
-                     sentence_order_label=batch["next_sentence_labels"]).loss
+        return net(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                   token_type_ids=batch["token_type_ids"], labels=batch["labels"],
+                   sentence_order_label=batch["next_sentence_labels"]).loss
     return model, _adamw(model, groups, optimizer, device), step_loss
 
 
@@ -275,7 +287,8 @@ def run_child(args) -> dict:
         for b in data:
             b["labels"] = hf_labels(b)
     data = [{k: v.to(args.device) for k, v in b.items()} for b in data]
-    model, opt, step_loss = build_side(args.child, args.config, args.optimizer, args.device)
+    model, opt, step_loss = build_side(args.child, args.config, args.optimizer, args.device,
+                                       compiled=args.compile in (args.child, "both"))
     model.train()
     autocast = torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.precision == "bf16")
     cuda = args.device == "cuda"
@@ -308,8 +321,8 @@ def run_side(side: str, config: str, folder: str, args) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", side, "--config", config, "--data", folder,
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads),
            "--precision", args.precision, "--optimizer", args.optimizer, "--device", args.device,
-           "--batch-size", str(batch_size_for(config, args.batch_size))]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+           "--batch-size", str(batch_size_for(config, args.batch_size)), "--compile", args.compile]
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)  # the child's stderr shows
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -326,6 +339,9 @@ def main():
     parser.add_argument("--optimizer", choices=["fused", "foreach"], default="fused")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--batch-size", type=int, help="instances per step (default 32 small, 8 base)")
+    parser.add_argument("--compile", choices=["none", "bertlab", "hf", "both"], default="none",
+                        help="which sides torch.compile their model (the first steps compile: use --warmup 3 or "
+                             "more; default none)")
     parser.add_argument("--peak-tflops", type=float, help="the device's dense peak for MFU (default: known GPUs)")
     parser.add_argument("--corpus", help="a corpus file (one sentence per line, blank line between documents); "
                                          "default: this machine's info manuals and licences")
@@ -344,7 +360,8 @@ def main():
     import transformers
     where = torch.cuda.get_device_name() if args.device == "cuda" else f"{args.threads} CPU threads"
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, {where}, "
-          f"{args.precision}, {args.optimizer} AdamW; HF attention: sdpa (its default)", flush=True)
+          f"{args.precision}, {args.optimizer} AdamW; HF attention: sdpa (its default); torch.compile: {args.compile}",
+          flush=True)
     peak = peak_tflops(args)
     with tempfile.TemporaryDirectory(prefix="bench_pretrain_") as tmp:
         configs = GROUPS.get(args.config, [args.config])

@@ -4,6 +4,7 @@ import torch.nn.functional as F
 
 from bertlab.core import (DecoderBlock, EncoderBlock, KVCache, MultiHeadAttention, PositionalEncoding,
                           causal_mask, padding_mask, scaled_dot_product_attention, sinusoidal_positions)
+from bertlab.core.masks import CAUSAL
 from bertlab.models import BertConfig
 from bertlab.models.bert import BertEmbeddings
 
@@ -75,6 +76,25 @@ def test_attention_weights_path_equals_fused_path_with_mask():
     torch.testing.assert_close(fast, slow, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, 5))
     assert weights[1, :, :, 3:].abs().max() == 0  # padding keys get no attention
+
+
+def test_whole_sequence_causal_equals_the_built_causal_mask():
+    """core.masks.CAUSAL (the fused kernel's is_causal) computes what causal_mask(len) does, on the
+    fused path and on the plain formula, which builds the mask (need_weights, relative positions)."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 6, 8) for _ in range(3))
+    built, _ = scaled_dot_product_attention(q, k, v, causal_mask(6))
+    fused, none = scaled_dot_product_attention(q, k, v, CAUSAL)
+    plain, weights = scaled_dot_product_attention(q, k, v, CAUSAL, need_weights=True)
+    assert none is None
+    torch.testing.assert_close(fused, built, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(plain, built, atol=1e-6, rtol=1e-5)
+    assert weights[..., 2, 3:].abs().max() == 0  # query 2 sees keys 0..2 only
+    changed = v.clone()
+    changed[:, :, 4] += 10.0  # a later value changes no earlier output
+    later, _ = scaled_dot_product_attention(q, k, changed, CAUSAL)
+    torch.testing.assert_close(later[:, :, :4], fused[:, :, :4])
+    assert (later[:, :, 4:] - fused[:, :, 4:]).abs().min() > 1e-3
 
 
 def test_encoder_block_padding_invariance_and_layer_norm_placement():

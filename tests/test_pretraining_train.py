@@ -301,3 +301,25 @@ def test_clear_errors(folders, tmp_path, capsys):
     config(folders["tokenizer"]).to_json_file(tmp_path / "tiny.json")
     assert main(tiny) == 0
     assert main(tiny) == 2 and "pass --resume to continue it or --overwrite" in capsys.readouterr().err
+
+
+def test_compiled_pretraining_trains_as_eager_in_one_graph(folders, tmp_path):
+    """--compile on one process compiles the objective's whole loss (BERT and its masked-LM
+    cross-entropy together): the same losses and weights as eager, and no graph break or
+    recompilation over the steps (a step's bookkeeping, the objective's list of parts, is replayed)."""
+    import torch._dynamo
+    try:
+        torch.compile(lambda x: x * 2 + 1)(torch.ones(3))
+    except Exception as e:  # no C compiler, an unsupported platform
+        pytest.skip(f"torch.compile (inductor) cannot compile here: {type(e).__name__}")
+    cfg = config(folders["tokenizer"], dropout=0.0)  # eager CPU dropout draws with numpy, compiled with torch
+    train_pretraining(settings(folders, tmp_path / "eager", model=cfg, max_steps=4))
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    train_pretraining(settings(folders, tmp_path / "compiled", model=cfg, max_steps=4, compile=True))
+    assert sum(counters["graph_break"].values()) == 0
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+    for r, q in zip(train_records(tmp_path / "eager"), train_records(tmp_path / "compiled")):
+        assert q["mlm_loss"] == pytest.approx(r["mlm_loss"], rel=1e-5) and q["loss"] == pytest.approx(r["loss"], rel=1e-5)
+    assert_same_training_state(tmp_path / "eager", tmp_path / "compiled", atol=1e-5)

@@ -8,6 +8,7 @@ from torch import nn
 from . import fast_paths
 from .fast_paths import PrepackableLinear, numpy_dropout, weight_stamp
 from .kv_cache import KVCache
+from .masks import CAUSAL, causal_mask
 from .relative_positions import RelativeTerms, relative_scores
 
 
@@ -51,10 +52,16 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0, ne
     PyTorch's own fallback (which scales Q and K apart and guards every row against being fully
     masked): 15-20% less time for attention forward + backward at BERT sizes, measured.
     `need_weights=True` also returns the probabilities (batch, heads, query_len, key_len).
+    mask may be core.masks.CAUSAL: a whole sequence's causal mask, which the fused kernel applies
+    itself (is_causal) and the plain formula builds.
     Relative positions (`relative`) take the plain formula: the fused kernel has no place for them.
     """
+    causal = mask is CAUSAL
     if relative is None and not need_weights and (not dropout_p or query.device.type != "cpu"):
-        return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p), None
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=None if causal else mask,
+                                              dropout_p=dropout_p, is_causal=causal), None
+    if causal:
+        mask = causal_mask(query.size(-2), key.size(-2), query.device)
     out, weights = attention(query, key, value, mask, dropout_p, relative)
     return out, weights if need_weights else None
 

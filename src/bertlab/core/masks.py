@@ -28,6 +28,19 @@ def causal_mask(query_len: int, key_len: int | None = None, device=None) -> torc
     return key_positions(key_len, device)[None, :] <= query_positions(query_len, key_len, device)[:, None]
 
 
+class WholeSequenceCausal:
+    """The causal mask of a whole sequence (queries and keys the same positions 0..len-1), left for
+    attention to apply rather than built: PyTorch's fused kernel takes it as is_causal=True, which
+    runs its flash kernel and skips the masked half of the scores (a GPU's training step of a GPT);
+    the plain formula builds causal_mask(len)."""
+
+    def __repr__(self):
+        return "CAUSAL"
+
+
+CAUSAL = WholeSequenceCausal()
+
+
 def query_positions(query_len, key_len, device=None) -> torch.Tensor:
     """(query_len,) the positions of the last `query_len` of `key_len` positions."""
     return torch.arange(query_len, device=device) + (key_len - query_len)

@@ -179,9 +179,14 @@ class BertModel(nn.Module):
         to attention, on the plain padded path: packing assumes each row sees all its real keys."""
         if attention_mask is not None and attention_mask.dim() > 2:
             return _full_mask(attention_mask), None
-        if fast_paths.in_plain_path():  # fast_paths.plain_path(): a graph for every batch (ONNX export)
-            return (None if attention_mask is None else padding_mask(attention_mask)), None
-        if attention_mask is None or bool(attention_mask.all()):
+        if attention_mask is None:
+            return None, None
+        # fast_paths.plain_path(): a graph for every batch (ONNX export); torch.compile: one graph,
+        # no host sync; a GPU's training step: no host sync (the step launches ahead of the GPU)
+        if fast_paths.in_plain_path() or torch.compiler.is_compiling() or \
+                (attention_mask.device.type != "cpu" and torch.is_grad_enabled()):
+            return padding_mask(attention_mask), None
+        if bool(attention_mask.all()):
             return None, None
         packing = Packing(attention_mask, buckets) if attention_mask.device.type == "cpu" else None
         return padding_mask(attention_mask), packing

@@ -12,7 +12,7 @@ from torch import nn
 
 from .gpt_config import PRESETS, GPTConfig  # noqa: F401 (GPTConfig and PRESETS are imported from here too)
 from ..core import DecoderBlock, KVCache, causal_mask
-from ..core.masks import key_positions, query_positions
+from ..core.masks import CAUSAL, key_positions, query_positions
 from ..core import fast_paths
 
 
@@ -90,8 +90,11 @@ class GPT(nn.Module):
     @staticmethod
     def _self_mask(length, key_len, attention_mask, device):
         if attention_mask is None:
-            # one new position attends to everything cached: no mask, the cheapest SDPA call
-            return None if length == 1 else causal_mask(length, key_len, device)
+            if length == 1:  # one new position attends to everything cached: no mask, the cheapest SDPA call
+                return None
+            if length == key_len and not fast_paths.in_plain_path():  # a whole sequence: the fused kernel's own mask
+                return CAUSAL
+            return causal_mask(length, key_len, device)
         allowed = causal_mask(length, key_len, device) & attention_mask.bool()[:, None, None, :]
         # a padding query would see no key at all (a softmax of -inf: NaN); let it see itself
         return allowed | _diagonal(length, key_len, device)

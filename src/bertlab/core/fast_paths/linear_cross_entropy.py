@@ -9,7 +9,7 @@ only scales them by the loss's gradient. Vocabulary-major because MKL's GEMM is 
 that way round than x @ weight^T, whose output rows are 50257 floats apart; the three GEMMs and the
 softmax passes of the head took 5.8 s against 7.0 s for the plain path (fp32, 2 threads, measured).
 
-CPU float32 only; elsewhere (and under autocast) the plain path runs.
+CPU float32 only; elsewhere (and under autocast or torch.compile) the plain path runs.
 """
 import torch
 import torch.nn.functional as F
@@ -22,7 +22,7 @@ def linear_cross_entropy(x, weight, targets, ignore_index=-100):
     """F.cross_entropy(F.linear(x, weight), targets, ignore_index=ignore_index): x (tokens, d),
     weight (vocab, d), targets (tokens,); the mean over targets that are not ignore_index."""
     if x.device.type != "cpu" or x.dtype != torch.float32 or weight.dtype != torch.float32 \
-            or torch.is_autocast_enabled("cpu"):
+            or torch.is_autocast_enabled("cpu") or torch.compiler.is_compiling():
         return F.cross_entropy(F.linear(x, weight), targets, ignore_index=ignore_index)
     return _LinearCrossEntropy.apply(x, weight, targets, ignore_index)
 

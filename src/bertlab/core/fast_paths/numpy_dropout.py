@@ -8,7 +8,7 @@ this project's CPUs). The distribution is torch's: an element is kept when a flo
 least p, and kept elements are scaled by 1 / (1 - p). The seed of every mask is drawn from torch's
 generator, so torch.manual_seed and a saved torch RNG state still decide every mask.
 
-Other devices (and p = 1) use torch's own dropout.
+Other devices, p = 1 and code torch.compile traces use torch's own dropout.
 """
 import numpy as np
 import torch
@@ -54,7 +54,7 @@ def numpy_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Ten
     """F.dropout(x, p, training), with the mask drawn by numpy for CPU tensors."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or p >= 1.0:
+    if x.device.type != "cpu" or p >= 1.0 or torch.compiler.is_compiling():
         return F.dropout(x, p, training)
     return _NumpyDropout.apply(x, p)
 
@@ -73,6 +73,6 @@ def numpy_dropout_add(x, residual, p: float, training: bool = True) -> torch.Ten
     the mask in the same pass (torch.addcmul) instead of a product and then a sum."""
     if not training or p == 0.0:
         return residual + x
-    if x.device.type != "cpu" or p >= 1.0:
+    if x.device.type != "cpu" or p >= 1.0 or torch.compiler.is_compiling():
         return residual + F.dropout(x, p, training)
     return _NumpyDropoutAdd.apply(x, residual, p)
