@@ -21,6 +21,8 @@ so the benchmark imports it before timing either side.
 --mode speed: training throughput only (one epoch, no evaluation), HF Trainer with and without
 its `group_by_length`. Ratios are examples/s against HF Trainer's defaults.
 
+--precision bf16 runs both sides under bf16 autocast (bertlab's --precision bf16, HF's bf16=True).
+
 --seeds 0,1,2 repeats each side per seed (a different classifier-head init and data order) and
 prints mean and spread; --sides picks which of tfidf,bertlab,hf run; --max-train N keeps a
 random N of the training rows (the same N for every side and seed: a point of a learning curve).
@@ -99,6 +101,7 @@ def tfidf_baseline(data):
 # Each task's train/dev/test files and the scores reported for it.
 FILES = {"classify": ("train.tsv", "dev.tsv", "test.tsv"), "ner": ("train.txt", "dev.txt", "test.txt"),
          "squad": ("train.json", "dev.json", "test.json")}
+PRECISION = "fp32"  # --precision: both sides' autocast (set once by main)
 SCORES = {"classify": ("accuracy", "macro_f1"), "ner": ("f1", "precision", "recall"), "squad": ("exact", "f1")}
 
 
@@ -119,7 +122,7 @@ def run_bertlab(folder, out, epochs, evaluate=True, lr=5e-5, batch=32, seed=0, g
     dev = task.read(dev_file) if evaluate else []
     model, tokenizer = load_base_model(task, "minilm", quiet=True, seed=seed)
     settings = FinetuneSettings(epochs=epochs, batch_size=batch, lr=lr, seed=seed, progress=False,
-                                group_by_length=group_by_length)
+                                group_by_length=group_by_length, precision=PRECISION)
     start = time.perf_counter()
     summary = finetune(task, model, tokenizer, train, dev, out, settings)
     seconds = time.perf_counter() - start
@@ -151,7 +154,7 @@ def hf_trainer(model, collator, train, dev, out, epochs, evaluate, group_by_leng
         lr_scheduler_type="linear", **grouping,
         eval_strategy="epoch" if evaluate else "no", save_strategy="epoch" if evaluate else "no",
         load_best_model_at_end=evaluate, metric_for_best_model=metric, save_total_limit=1,
-        report_to=[], disable_tqdm=True, seed=seed, use_cpu=True,
+        report_to=[], disable_tqdm=True, seed=seed, use_cpu=True, bf16=PRECISION == "bf16",
         dataloader_num_workers=0, logging_strategy="no",
         **({"include_for_metrics": ["inputs"]} if metrics_read_inputs else {}))  # finetune_hf.in_dataset_order
     return Trainer(model=model, args=args, train_dataset=train, eval_dataset=dev if evaluate else None,
@@ -319,7 +322,12 @@ def main():
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--group-by-length", action="store_true",
                         help="bertlab side: length-grouped batches (default: plain shuffled, as HF Trainer's default)")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                        help="both sides: fp32, or bf16 autocast (bertlab --precision bf16, HF bf16=True); "
+                             "for CPUs with native bf16 (AVX-512 BF16, AMX)")
     args = parser.parse_args()
+    global PRECISION
+    PRECISION = args.precision
     torch.set_num_threads(args.threads)
     tmp = tempfile.mkdtemp(prefix="bench_finetune_")
     folder = built_data(args.task, args.data, tmp, args.max_train)
