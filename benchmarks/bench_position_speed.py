@@ -50,7 +50,7 @@ def main(argv=None):
                 if step:  # the first step of a round warms up
                     times[kind].append(time.perf_counter() - start)
     base = statistics.median(times["absolute"])
-    print(f"| position_embedding_type | s / step (median) | vs absolute |\n|---|---|---|")
+    print("| position_embedding_type | s / step (median) | vs absolute |\n|---|---|---|")
     for kind in kinds:
         t = statistics.median(times[kind])
         print(f"| {kind} | {t:.3f} | {t / base:.2f}x |")

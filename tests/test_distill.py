@@ -4,7 +4,6 @@ folder that load_model and predict read, general distillation runs on shards wit
 teacher masked-LM head, and bad input is a clear error. Tiny models, seconds each."""
 import json
 import math
-import os
 from dataclasses import replace
 
 import pytest

@@ -12,7 +12,7 @@ from bertlab.core import MultiHeadAttention, make_relative_positions
 from bertlab.core.relative_positions import LearnedRelativePositions, SinusoidalRelativePositions
 from bertlab.interop.hf_bert import save_pretrained
 from bertlab.interop.pretrained import load_pretrained
-from bertlab.models import BertConfig, BertForPreTraining, BertModel
+from bertlab.models import BertConfig, BertForPreTraining
 from bertlab.tokenization import BertTokenizer, Vocab
 
 HERE = os.path.dirname(os.path.abspath(__file__))

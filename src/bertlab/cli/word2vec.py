@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from .args import add_run_arguments, nonnegative_float, positive_float, positive_int
+from .args import add_run_arguments, nonnegative_float, positive_int
 
 EXAMPLE = """examples:
   bertlab data english-corpus -o corpus --min-mb 0

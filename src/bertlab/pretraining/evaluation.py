@@ -6,7 +6,6 @@ import torch
 
 from ..training.distributed import DistInfo, sum_across
 from .loss import pretraining_loss
-from .shards import PretrainingData
 
 
 @torch.no_grad()
