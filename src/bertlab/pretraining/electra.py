@@ -91,6 +91,7 @@ def electra_loss(model: Electra, batch: dict, disc_weight: float = DISC_WEIGHT, 
 
 class ElectraPretraining(MaskedLMPretraining):
     """Generator + discriminator on BERT pretraining's data, phases and settings."""
+    compile_whole_loss = False  # not checked to trace as one graph: --compile compiles the model
     name = "electra"
 
     def setup(self, run):

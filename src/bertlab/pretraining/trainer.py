@@ -152,6 +152,7 @@ class MaskedLMPretraining(Objective):
     AlbertConfig model trains ALBERT (AlbertForPreTraining: its pair head predicts sentence order,
     so give it data made with --mode sop)."""
     name, unit = "pretrain", "tokens"
+    compile_whole_loss = True  # tests/test_pretraining_train.py: one graph, no break, no recompilation
 
     def __init__(self, s: PretrainSettings):
         self.s = s

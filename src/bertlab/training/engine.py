@@ -34,6 +34,9 @@ class Objective:
     log_speed = True               # False: metrics.jsonl holds only what the run computes, so a resumed
                                    # run's log equals the uninterrupted run's line for line (fine-tuning)
     find_unused_parameters = False  # DDP: parameters some steps leave without a gradient
+    compile_whole_loss = False     # --compile on one process compiles loss() whole, model and loss in one
+                                   # graph; for a loss that traces as one (no data-dependent shapes, no
+                                   # value that changes every step), else the model alone is compiled
 
     def setup(self, run: "Run") -> torch.nn.Module:
         """Open the data (this rank's share: run.info) and return the model on run.device.
@@ -160,10 +163,10 @@ class Run:
         self.skeleton = meta_copy(self.model) if sharded else None
         self.net = wrap_model(self.model, self.info, self.device, s.sharding, objective.find_unused_parameters)
         # what the training step calls; self.net keeps the parameter names checkpoints use. On one
-        # process --compile compiles the objective's whole loss, the model and what follows it in one
-        # graph (a masked LM's cross-entropy over the vocabulary, eager, took a third of a BERT-small
-        # step on an H100); under DDP or FSDP it compiles the wrapped module
-        compile_loss = s.compile and not self.info.enabled
+        # process --compile compiles an objective's whole loss where it traces as one graph: the
+        # model and what follows it together (a masked LM's cross-entropy over the vocabulary, left
+        # eager, took a third of a BERT-small step on an H100); else the (DDP, FSDP) module
+        compile_loss = s.compile and not self.info.enabled and objective.compile_whole_loss
         self.step_net = torch.compile(self.net) if s.compile and not compile_loss else self.net
         self.step_loss = torch.compile(objective.loss) if compile_loss else objective.loss
         self.peak_tflops = peak_tflops(self.device, self.precision)
