@@ -51,9 +51,9 @@ On a GPU (--device cuda) steps are timed between torch.cuda.synchronize() calls,
 allocated by PyTorch (torch.cuda.max_memory_allocated), fp32 keeps TF32 off (PyTorch's default), and
 the table adds model-FLOPs utilisation: the FLOPs the step needs (forward + backward = 3 x forward;
 every layer's matmuls and attention at all 128 positions, the MLM head at the 20 masked positions,
-the pooler and NSP head) over the device's dense peak (--peak-tflops, or known for H100/H200: 989
-TFLOP/s bf16, 67 fp32). Both sides are credited the same FLOPs, so HF's decoder over the unmasked
-positions counts as overhead, not as useful work. Use a larger --batch-size there (e.g. 256 / 64).
+the pooler and NSP head) over the device's dense peak (--peak-tflops, or the engine's table,
+bertlab.device.PEAK_TFLOPS: 989 TFLOP/s bf16 and 67 fp32 on an H100 SXM). Both sides are credited
+the same FLOPs, so HF's decoder over the unmasked positions counts as overhead, not as useful work. Use a larger --batch-size there (e.g. 256 / 64).
 """
 import argparse
 import json
@@ -107,13 +107,13 @@ def step_flops(config: str, batch: int, vocab: int = 30522) -> float:
 
 
 def peak_tflops(args) -> float | None:
+    """--peak-tflops, or the engine's table of dense peaks (bertlab.device.PEAK_TFLOPS)."""
     if args.peak_tflops:
         return args.peak_tflops
     import torch
-    name = torch.cuda.get_device_name() if args.device == "cuda" else ""
-    if "H100" in name or "H200" in name:  # dense, SXM: bf16 tensor cores / fp32 without TF32
-        return 989.0 if args.precision == "bf16" else 67.0
-    return None
+
+    from bertlab.device import peak_tflops as device_peak
+    return device_peak(torch.device(args.device), args.precision)
 
 
 # ---- data (parent) -------------------------------------------------------------------------

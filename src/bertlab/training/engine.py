@@ -353,10 +353,7 @@ def fit(objective: Objective, s: RunSettings) -> dict:
         tick = time.perf_counter()
         loss = train_step(run.step_net, run.optimizer, run.scheduler, objective.micro_batches(s.grad_accum),
                           s.grad_accum, s.grad_clip, run.autocast, run.scaler, loss_of=run.step_loss)
-        if compiling:
-            run.compile_seconds += time.perf_counter() - tick
-        else:
-            run.train_seconds += time.perf_counter() - tick
+        seconds = time.perf_counter() - tick
         run.step += 1
         values, count = objective.step_stats()
         per_unit = objective.flops_per_unit(run.model)
@@ -368,12 +365,17 @@ def fit(objective: Objective, s: RunSettings) -> dict:
         if not math.isfinite(last["loss"]):
             raise ValueError(f"step {run.step}: the training loss is {last['loss']}; the run diverged "
                              "(try a smaller --lr)")
-        run.units += summed[-2].item()
+        units, flops = summed[-2].item(), summed[-1].item()
+        run.units += units
         if per_unit is not None:
-            run.flops = (run.flops or 0.0) + summed[-1].item()
-        if compiling:
-            run.compile_units, run.compile_flops, compiling = run.compile_units + summed[-2].item(), \
-                run.compile_flops + summed[-1].item(), False
+            run.flops = (run.flops or 0.0) + flops
+        if compiling:  # kept out of the rates
+            run.compile_seconds += seconds
+            run.compile_units += units
+            run.compile_flops += flops
+            compiling = False
+        else:
+            run.train_seconds += seconds
         speed = run.units_per_s()
         timing = {f"{objective.unit}_per_s": speed} if objective.log_speed else {}
         run.log.write(run.step, "train", **last, lr=lr, **timing, **objective.log_fields())
