@@ -14,8 +14,13 @@ where it is measured to help: CPU, fp32, autograd on, no autocast, products of a
 MIN_FLOPS (a oneDNN call costs ~15 us more than MKL's, which small heads do not repay), and layers
 at least 384 wide on the input side, or 256 wide in and 384 out (`wide_enough`): a layer 128 wide
 in, like a tiny BERT's, trained up to 25% slower through oneDNN (forward + backward, 1000 and 3000
-rows, 2 threads, a grid of widths 128-3072). Everything else stays F.linear. The gain was measured on this project's CPUs; `BERTLAB_ONEDNN=0` in
-the environment keeps every linear layer on F.linear (MKL), to compare on another CPU.
+rows, 2 threads, a grid of widths 128-3072). Everything else stays F.linear.
+
+Only on CPUs with AVX-512: the gain was measured on AMD EPYC Zen 4 (AVX-512). On an AVX2-only EPYC
+(Zen 3) oneDNN was the slower one, 5-35% for a layer's forward + backward at MiniLM's shapes (900
+and 4000 rows, 2 threads), and a MiniLM token-classification step took 13% longer through it
+(723 vs 639 ms), so there MKL keeps every product. `BERTLAB_ONEDNN=1` in the environment takes
+oneDNN on any CPU, `BERTLAB_ONEDNN=0` on none, to compare on another CPU.
 """
 import os
 
@@ -26,8 +31,10 @@ MIN_FLOPS = 2 ** 22  # rows x in x out: ~1 GFLOP-ms of work; tiny heads keep F.l
 
 
 def _available() -> bool:
-    return (os.environ.get("BERTLAB_ONEDNN", "1") != "0" and torch.backends.mkldnn.is_available()
-            and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+    choice = os.environ.get("BERTLAB_ONEDNN", "auto")
+    if choice == "0" or not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
+        return False
+    return choice == "1" or torch.backends.cpu.get_cpu_capability().startswith("AVX512")
 
 
 _AVAILABLE = None
