@@ -90,3 +90,36 @@ def test_packed_gradients_equal_the_rows_summed(minilm_dir, batch, one_thread):
         _alone(model, input_ids, types, mask, row).square().sum().backward()
     for got, want in zip(batched, weights):
         torch.testing.assert_close(got, want.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_token_loss_at_the_labelled_pieces_equals_the_whole_computation(minilm_dir, batch, one_thread):
+    """Training's token-classification loss runs the last layer's projections and feed-forward
+    network at the labelled pieces alone (BertModel.forward_where): the same loss and gradients as
+    the logits at every position with the rest ignored."""
+    from bertlab.finetune.ner import IGNORE, TokenClassificationTask
+    model = _model(BertForTokenClassification, minilm_dir, num_labels=5)  # eval: no dropout
+    task = TokenClassificationTask(labels=["O", "B-A", "I-A", "B-B", "I-B"])
+    input_ids, types, mask = batch
+    labels = torch.randint(0, 5, input_ids.shape, generator=torch.Generator().manual_seed(0))
+    labels[torch.rand(input_ids.shape, generator=torch.Generator().manual_seed(1)) < 0.4] = IGNORE
+    labels[~mask.bool()] = IGNORE
+    labels[:, 0] = IGNORE  # [CLS]
+    batch_dict = {"input_ids": input_ids, "token_type_ids": types, "attention_mask": mask, "label_ids": labels}
+    weights = [model.bert.layers[0].attention.query.weight, model.bert.embeddings.word_embeddings.weight,
+               model.bert.layers[-1].attention.output.weight, model.bert.layers[-1].feed_forward.output.weight,
+               model.bert.layers[-1].attention.query.weight, model.classifier.weight]
+    whole = task.loss(task.forward(model, batch_dict), batch_dict)
+    whole.backward()
+    want = [w.grad.clone() for w in weights]
+    model.zero_grad()
+    picked = task.training_loss(model, batch_dict)
+    picked.backward()
+    torch.testing.assert_close(picked, whole, atol=1e-6, rtol=1e-6)
+    for w, expected in zip(weights, want):
+        torch.testing.assert_close(w.grad, expected, atol=1e-5, rtol=1e-4)
+    # the last layer really ran on fewer rows: a position asked for must be a real token
+    selected = labels != IGNORE
+    out = model.bert.forward_where(selected, input_ids, types, mask)
+    assert out.shape == (int(selected.sum()), model.config.hidden_size)
+    with pytest.raises(ValueError, match="padding"):
+        model.bert.forward_where(~mask.bool(), input_ids, types, mask)

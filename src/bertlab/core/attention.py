@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import fast_paths
-from .fast_paths import PrepackableLinear, numpy_dropout, weight_stamp
+from .fast_paths import PrepackableLinear, numpy_dropout, select_rows, weight_stamp
 from .kv_cache import KVCache
 from .masks import CAUSAL, causal_mask
 from .relative_positions import RelativeTerms, relative_scores
@@ -137,21 +137,26 @@ class MultiHeadAttention(nn.Module):
         return self._stacked[1], self._stacked[2]
 
     def forward(self, x, memory=None, mask=None, cache: KVCache | None = None, need_weights=False, packing=None,
-                layer: int = 0):
+                layer: int = 0, rows=None):
         """Queries from `x`; keys and values from `memory` (encoder-decoder attention) or `x`.
 
         cache: this is layer `layer` of the decoder the cache is for.
         packing (core.fast_paths.Packing): the keys' and values' source (`memory`, or else `x`) holds
-        only the real tokens of a padded batch, (tokens, d_model); the output is packed like x."""
+        only the real tokens of a padded batch, (tokens, d_model); the output is packed like x.
+        rows (with packing, self-attention): the packed rows to return, (n,): the output projection
+        runs for those alone."""
         if packing is not None and cache is not None:
             raise ValueError("packed inputs are for whole sequences; a key/value cache is for decoding")
+        if rows is not None and (packing is None or memory is not None):
+            raise ValueError("rows picks rows of a packed self-attention's output: give packing, no memory")
+        pick = (lambda out: out) if rows is None else (lambda out: select_rows(out, rows))
         if self.relative_positions is not None and (memory is not None or cache is not None):
             raise ValueError("relative positions are for self-attention over whole sequences: the queries' "
                              "positions must be 0..len-1 of the keys'")
         # the bucketed path lays rows out anew: relative models keep the one padded layout
         if memory is None and packing is not None and packing.buckets and not need_weights \
                 and self.relative_positions is None:
-            return self.output(self.bucketed_self_attention(x, packing)), None
+            return self.output(pick(self.bucketed_self_attention(x, packing))), None
         if memory is None:  # self-attention: one matmul for Q, K, V, then the cache appends K, V
             q, k, v = self.fused_qkv(x, packing)
             if cache is not None:
@@ -172,5 +177,5 @@ class MultiHeadAttention(nn.Module):
         out, weights = scaled_dot_product_attention(q, k, v, mask, p, need_weights, relative)
         out = out.transpose(1, 2).reshape(q.size(0), q.size(2), -1)
         if packing is not None and memory is None:
-            out = packing.pack(out)
+            out = pick(packing.pack(out))
         return self.output(out), weights

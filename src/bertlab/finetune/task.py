@@ -65,6 +65,11 @@ class Task(ABC):
     def loss(self, outputs, batch: dict) -> torch.Tensor:
         """Mean loss of a batch from the model's outputs and the collated targets."""
 
+    def training_loss(self, model, batch: dict) -> torch.Tensor:
+        """The loss a training step minimises: `loss` of `forward`'s outputs, unless the task computes
+        less for the same value (token classification: the labelled pieces alone)."""
+        return self.loss(self.forward(model, batch), batch)
+
     # --- outputs -> answers ---------------------------------------------------------------------
     @abstractmethod
     def evaluate(self, examples: list, features: list[dict], outputs: list) -> dict[str, float]:

@@ -172,7 +172,7 @@ class FineTuning(Objective):
         return self.batches()
 
     def loss(self, model, batch):
-        return self.task.loss(self.task.forward(model, batch), batch)
+        return self.task.training_loss(model, batch)
 
     def step_stats(self):
         examples, self.batches.examples = self.batches.examples, 0

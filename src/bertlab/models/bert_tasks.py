@@ -7,6 +7,7 @@ fine-tuned folder loads in HF and an HF fine-tuned checkpoint loads here.
 import torch
 from torch import nn
 
+from ..core.fast_paths import NumpyDropout
 from .bert import BertModel
 from .bert_config import BertConfig
 
@@ -18,7 +19,7 @@ class _BertWithHead(nn.Module):
         super().__init__()
         self.config, self.init_weights = config, init_weights
         self.bert = BertModel(config, init_weights)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = NumpyDropout(config.hidden_dropout_prob)
 
     def _init_head(self, head: nn.Linear) -> nn.Linear:
         if self.init_weights:
@@ -51,7 +52,12 @@ class BertForTokenClassification(_BertWithHead):
         self.num_labels = num_labels
         self.classifier = self._init_head(nn.Linear(config.hidden_size, num_labels))
 
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, selected=None):
+        """selected (batch, len) bool: the logits where it is True alone, (n, num_labels) in row-major
+        order (BertModel.forward_where: training scores the labelled word pieces only)."""
+        if selected is not None:
+            return self.classifier(self.dropout(self.bert.forward_where(selected, input_ids, token_type_ids,
+                                                                        attention_mask)))
         out = self.bert(input_ids, token_type_ids, attention_mask)
         return self.classifier(self.dropout(out.sequence_output))
 

@@ -23,7 +23,7 @@ from .mkl_prepacking import (PrepackableLinear, PrepackedWeight, can_prepack, dr
                              prepacked_linear)
 from .onednn_linear import linear
 from .numpy_dropout import NumpyDropout, numpy_dropout, numpy_dropout_add
-from .unpadding import Packing
+from .unpadding import Packing, select_rows
 from .weight_stamp import weight_stamp
 
 _plain = False
@@ -48,4 +48,4 @@ def plain_path():
 
 __all__ = ["PrepackableLinear", "PrepackedWeight", "can_prepack", "drop_prepacked", "prepack_for_rows",
            "prepacked_linear", "linear", "linear_cross_entropy", "NumpyDropout", "numpy_dropout",
-           "numpy_dropout_add", "Packing", "weight_stamp", "plain_path", "in_plain_path"]
+           "numpy_dropout_add", "Packing", "select_rows", "weight_stamp", "plain_path", "in_plain_path"]

@@ -55,10 +55,23 @@ class Packing:
         """(batch, n) positions -> their (batch, n) rows in the packed matrix; a position that
         is padding is an error."""
         batch = torch.arange(self.batch, device=positions.device)[:, None]
-        rows = self._row[batch * self.length + positions]
-        if bool((rows < 0).any()):
-            raise ValueError("a position asked for is padding (its attention_mask is 0)")
-        return rows
+        return _real_rows(self._row[batch * self.length + positions])
+
+    def rows_where(self, selected: torch.Tensor) -> torch.Tensor:
+        """(batch, length) bool -> the packed rows of its True positions, (n,) in row-major order
+        (the order of `tensor[selected]`); a selected position that is padding is an error."""
+        return _real_rows(self._row[selected.reshape(-1).nonzero().squeeze(1)])
+
+
+def _real_rows(rows):
+    if bool((rows < 0).any()):
+        raise ValueError("a position asked for is padding (its attention_mask is 0)")
+    return rows
+
+
+def select_rows(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """x[rows] for distinct `rows`, whose gradient is a plain copy back (see _Pack)."""
+    return _Pack.apply(x, rows)
 
 
 class Bucket:
