@@ -149,14 +149,22 @@ class MultiHeadAttention(nn.Module):
             raise ValueError("packed inputs are for whole sequences; a key/value cache is for decoding")
         if rows is not None and (packing is None or memory is not None):
             raise ValueError("rows picks rows of a packed self-attention's output: give packing, no memory")
-        pick = (lambda out: out) if rows is None else (lambda out: select_rows(out, rows))
         if self.relative_positions is not None and (memory is not None or cache is not None):
             raise ValueError("relative positions are for self-attention over whole sequences: the queries' "
                              "positions must be 0..len-1 of the keys'")
         # the bucketed path lays rows out anew: relative models keep the one padded layout
         if memory is None and packing is not None and packing.buckets and not need_weights \
                 and self.relative_positions is None:
-            return self.output(pick(self.bucketed_self_attention(x, packing))), None
+            out, weights = self.bucketed_self_attention(x, packing), None
+        else:
+            out, weights = self.padded_attention(x, memory, mask, cache, need_weights, packing, layer)
+        if rows is not None:
+            out = select_rows(out, rows)
+        return self.output(out), weights
+
+    def padded_attention(self, x, memory, mask, cache, need_weights, packing, layer):
+        """forward()'s attention in the padded (batch, len) layout, before the output projection:
+        (output, packed like x where `packing` is given; probabilities or None)."""
         if memory is None:  # self-attention: one matmul for Q, K, V, then the cache appends K, V
             q, k, v = self.fused_qkv(x, packing)
             if cache is not None:
@@ -177,5 +185,5 @@ class MultiHeadAttention(nn.Module):
         out, weights = scaled_dot_product_attention(q, k, v, mask, p, need_weights, relative)
         out = out.transpose(1, 2).reshape(q.size(0), q.size(2), -1)
         if packing is not None and memory is None:
-            out = pick(packing.pack(out))
-        return self.output(out), weights
+            out = packing.pack(out)
+        return out, weights

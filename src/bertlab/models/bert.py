@@ -137,18 +137,15 @@ class BertModel(nn.Module):
             index = positions[..., None].expand(-1, -1, out.sequence_output.size(-1))
             return BertOutput(out.sequence_output.gather(1, index), out.pooled_output)
         mask, packing = self.padding(attention_mask, buckets=True)
-        x = self.embed(input_ids, token_type_ids, packing)
+        x = self.below_last_layer(input_ids, token_type_ids, mask, packing)
         rows = torch.cat([positions.new_zeros(positions.size(0), 1), positions], 1)  # [CLS] first, for the pooler
-        stack = self.layer_stack()
-        for layer in stack[:-1]:
-            x, _ = layer(x, mask, packing=packing)
         if packing is not None:
             queries = x.index_select(0, packing.rows(rows).reshape(-1)).view(*rows.shape, -1)
         else:
             queries = x.gather(1, rows[..., None].expand(-1, -1, x.size(-1)))
         if mask is not None and mask.size(-2) > 1:  # a full mask: the rows of the queries computed
             mask = mask[torch.arange(len(rows), device=rows.device)[:, None], 0, rows][:, None]
-        x, _ = stack[-1](x, mask, queries=queries, packing=packing)
+        x, _ = self.layer_stack()[-1](x, mask, queries=queries, packing=packing)
         return BertOutput(x[:, 1:], self.pooler(x))
 
     def forward_where(self, selected, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
@@ -160,11 +157,16 @@ class BertModel(nn.Module):
         mask, packing = self.padding(attention_mask, buckets=True)
         if packing is None:  # nothing to pack (no padding, a GPU, an export trace): the whole computation
             return self.forward(input_ids, token_type_ids, attention_mask).sequence_output[selected]
+        x = self.below_last_layer(input_ids, token_type_ids, mask, packing)
+        x, _ = self.layer_stack()[-1](x, mask, packing=packing, rows=packing.rows_where(selected))
+        return x
+
+    def below_last_layer(self, input_ids, token_type_ids, mask, packing):
+        """The embeddings through every layer but the last: what forward_at and forward_where share
+        before their last layer computes only some positions."""
         x = self.embed(input_ids, token_type_ids, packing)
-        stack = self.layer_stack()
-        for layer in stack[:-1]:
+        for layer in self.layer_stack()[:-1]:
             x, _ = layer(x, mask, packing=packing)
-        x, _ = stack[-1](x, mask, packing=packing, rows=packing.rows_where(selected))
         return x
 
     def layer_stack(self) -> list:
