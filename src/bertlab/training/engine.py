@@ -316,13 +316,13 @@ def train_step(model, optimizer, scheduler, next_batch, grad_accum=1, grad_clip=
     validate.positive_int("grad_accum", grad_accum)
     validate.nonnegative_float("grad_clip", grad_clip)  # a negative norm would flip the gradients
     batches = iter(next_batch) if not callable(next_batch) else (next_batch() for _ in range(grad_accum))
-    total = 0.0
+    losses = []
     for micro, batch in enumerate(batches):
         with gradient_sync(model, micro == grad_accum - 1):
             with autocast or contextlib.nullcontext():
                 loss = loss_of(model, batch) / grad_accum
             (scaler.scale(loss) if scaler else loss).backward()
-        total += loss.item()
+        losses.append(loss.detach())
     if scaler:
         scaler.unscale_(optimizer)
     if grad_clip:
@@ -334,7 +334,9 @@ def train_step(model, optimizer, scheduler, next_batch, grad_accum=1, grad_clip=
         optimizer.step()
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
-    return total
+    # the losses are read once the optimizer's work is queued: read after each backward pass, they
+    # left a GPU idle while the host queued the clipping and the optimizer step (docs/gpt.md)
+    return sum(loss.item() for loss in losses)
 
 
 def fit(objective: Objective, s: RunSettings) -> dict:
