@@ -222,6 +222,20 @@ def test_dropout_keeps_1_minus_p_scales_by_its_inverse_and_follows_torch_seeds()
     assert not torch.equal(numpy_dropout(x, 0.1), y)
 
 
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_dropout_draws_are_independent_in_odd_shapes_too(p):
+    """Each element takes one 32-bit half of a 64-bit word: both halves, and neighbours, must be
+    independent draws with the drop probability p (an odd count leaves the last word's half unused)."""
+    torch.manual_seed(0)
+    kept = (numpy_dropout(torch.ones(301, 999), p) != 0).double()  # 300,699 elements, odd
+    assert abs(kept.mean().item() - (1 - p)) < 4 * (p * (1 - p) / kept.numel()) ** 0.5
+    flat = kept.reshape(-1)
+    for first, second in ((flat[0:-1:2], flat[1::2]), (flat[1:-1:2], flat[2::2])):  # within and across words
+        both = (first * second).mean().item()
+        assert abs(both - (1 - p) ** 2) < 4 * ((1 - p) ** 2 * (1 - (1 - p) ** 2) / len(first)) ** 0.5
+    assert torch.equal(numpy_dropout(torch.ones(3), 1 - 1e-12), torch.zeros(3))  # no int32 overflow near p = 1
+
+
 def test_dropout_module_is_nn_dropout_and_passes_through_in_eval():
     layer = NumpyDropout(0.5)
     assert isinstance(layer, torch.nn.Dropout)
