@@ -63,7 +63,7 @@ echo "== 4b. Question answering: MiniLM learns to point at the answer span (SQuA
 echo "==     'What does NAME do?' over man-page NAME lines; data/manpages-qa) =="
 QA=$RUNS/qa
 bertlab finetune --task squad --model minilm --train data/manpages-qa/train.json --dev data/manpages-qa/dev.json \
-  --max-seq-length 128 --epochs 2 --batch-size 8 --lr 3e-4 --quiet -o "$QA" --overwrite
+  --max-seq-length 128 --epochs 3 --batch-size 8 --lr 3e-4 --quiet -o "$QA" --overwrite
 cat > "$QA/new.json" <<'JSON'
 {"version": "1.1", "data": [{"title": "new", "paragraphs": [{"context":
  "cp - copy files and directories\ngzip - compress or expand files\nuname - print system information\n",
