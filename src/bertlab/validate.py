@@ -62,3 +62,42 @@ def check_fields(settings, rules: dict):
     a Python caller gets even without the command line."""
     for field, check in rules.items():
         check(field, getattr(settings, field))
+
+
+# ---- how large a model may be, checked from its config before any tensor is allocated ----------
+
+BYTES_PER_PARAMETER = 4  # float32 weights; training adds gradients and Adam's two moments (4x)
+_model_memory_limit: int | None = None  # bytes; None: the machine's physical memory
+
+
+def set_model_memory_limit(gigabytes: float | None):
+    """The limit a config's weights (and, for training, their gradients and optimizer state) may
+    imply; the command line's --max-model-gb. None restores the default, the machine's memory."""
+    global _model_memory_limit
+    _model_memory_limit = None if gigabytes is None else int(positive_float("--max-model-gb", gigabytes) * 1e9)
+
+
+def model_memory_limit() -> tuple[int, str]:
+    """(bytes, where the number comes from)."""
+    if _model_memory_limit is not None:
+        return _model_memory_limit, "--max-model-gb"
+    import os
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"
+    except (ValueError, OSError, AttributeError):  # no sysconf: a fixed, generous default
+        return 64 * 10**9, "the default limit"
+
+
+def check_model_size(config, parameters: int, culprit: str | None, training: bool = False):
+    """Refuse a config whose `parameters` (weights and buffers, counted from the config alone) need
+    more memory than the limit, naming the field that makes it so (`culprit`) and both sizes. A
+    config.json of 100,000 layers would otherwise be built layer by layer toward tens of GB."""
+    factor = 4 if training else 1
+    need = parameters * BYTES_PER_PARAMETER * factor
+    limit, source = model_memory_limit()
+    if need <= limit:
+        return
+    field = f"{culprit} {getattr(config, culprit)!r} makes " if culprit else ""
+    what = "to train (weights, gradients and Adam's two moments in float32)" if training else "in float32"
+    raise ValueError(f"{field}a model of {parameters:,} parameters, {need / 1e9:,.1f} GB {what}, more than "
+                     f"{limit / 1e9:,.1f} GB ({source}); pass --max-model-gb to allow it")

@@ -5,7 +5,8 @@ import argparse
 import sys
 import traceback
 
-from .. import __version__
+from .. import __version__, validate
+from . import args as args_module
 from . import embed, similar, tokenize
 from . import generate, gpt_train
 from . import attention, convert, extract_features, fill_mask
@@ -35,11 +36,16 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.add_parser(subparsers)
+    for sub in subparsers.choices.values():  # every command that may build a model from a config
+        sub.add_argument("--max-model-gb", metavar="GB", type=args_module.positive_float, default=None,
+                         help="refuse, before allocating anything, a model whose config implies more memory than "
+                              "this (weights in float32; four times that to train); default: this machine's memory")
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    validate.set_model_memory_limit(args.max_model_gb)
     try:
         return args.run(args) or 0
     except KeyboardInterrupt:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..io import atomic_write, atomic_write_text, check_finite_tensors, make_folder, read_safetensors
+from ..io import atomic_write, atomic_write_text, check_finite_tensors, make_folder, read_safetensors, read_torch_file
 
 
 @dataclass
@@ -51,6 +51,10 @@ def copy_matching(model, tensors: dict, skip=()) -> LoadReport:
                 report.new.append(name)
             elif tensors[name].shape != target.shape:
                 report.mismatched.append((name, tuple(target.shape), tuple(tensors[name].shape)))
+            elif target.is_floating_point() and not tensors[name].is_floating_point():
+                # copy_ would cast: int64 embeddings became zero rows without a word
+                raise ValueError(f"tensor {name} has dtype {str(tensors[name].dtype).removeprefix('torch.')}; "
+                                 "weights must be floating point (float32, float16 or bfloat16)")
             else:
                 target.copy_(tensors[name])
                 report.initialized.append(name)
@@ -64,13 +68,9 @@ def read_state_dict(folder) -> dict:
     if os.path.exists(st):
         return read_safetensors(st)
     if os.path.exists(pt):
-        try:
-            tensors = torch.load(pt, map_location="cpu", weights_only=True)
-        except Exception as e:  # pickle refused (weights_only) or a truncated/foreign file
-            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise ValueError(f"{pt}: not a readable PyTorch weights file ({reason[:300]})") from None
-        if not isinstance(tensors, dict):
-            raise ValueError(f"{pt}: holds a {type(tensors).__name__}, not a dict of tensors")
+        tensors = read_torch_file(pt)  # sizes checked before anything is inflated; no code runs
+        if not isinstance(tensors, dict) or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
+            raise ValueError(f"{pt}: holds a {type(tensors).__name__} that is not a dict of tensors")
         check_finite_tensors(tensors, pt)
         return tensors
     from .google_bert import find_checkpoint, read_google_checkpoint

@@ -52,6 +52,23 @@ class BertConfig(JsonConfig):
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of "
                              f"num_attention_heads {self.num_attention_heads}")
+        self.check_size()
+
+    def parameter_count(self) -> int:
+        """BertForPreTraining's weights and buffers (the largest head: the masked LM's), counted."""
+        H, E, I = self.hidden_size, self.embedding_size or self.hidden_size, self.intermediate_size
+        d_head = H // self.num_attention_heads
+        positions = 0 if self.position_embedding_type == "nezha" else self.max_position_embeddings  # NEZHA: none
+        embeddings = (self.vocab_size + positions + self.type_vocab_size + 2) * E
+        embeddings += (E * H + H) if E != H else 0
+        layer = 4 * (H * H + H) + (H * I + I) + (I * H + H) + 4 * H
+        if self.position_embedding_type in ("relative_key", "relative_key_query"):
+            layer += (2 * self.max_position_embeddings - 1) * d_head
+        elif self.position_embedding_type == "nezha":
+            layer += (2 * self.max_relative_position + 1) * d_head
+        distinct_layers = self.num_hidden_groups or self.num_hidden_layers
+        heads = (H * H + H) + (H * E + 3 * E + self.vocab_size) + (2 * H + 2)  # pooler, masked LM, next sentence
+        return embeddings + distinct_layers * layer + heads
 
     # BERT-large of the paper (intermediate size 4H); BERT-base is the default.
     @classmethod

@@ -38,6 +38,13 @@ class GPTConfig(JsonConfig):
             validate.nonnegative_int(name, getattr(self, name), optional=True)
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd {self.n_embd} is not a multiple of n_head {self.n_head}")
+        self.check_size()
+
+    def parameter_count(self) -> int:
+        """GPT's weights (the output layer is tied to wte), counted from the config."""
+        D, F = self.n_embd, self.d_ff
+        layer = 4 * D + (3 * D * D + 3 * D) + (D * D + D) + (D * F + F) + (F * D + D)
+        return (self.vocab_size + self.n_positions) * D + self.n_layer * layer + 2 * D
 
     @property
     def d_ff(self) -> int:

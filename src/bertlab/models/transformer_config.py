@@ -46,6 +46,17 @@ class TransformerConfig(JsonConfig):
                              f"{self.source_vocab_size} tokens and the target {self.target_vocab_size}")
         if self.pad_token_id == self.bos_token_id:
             raise ValueError("pad_token_id and bos_token_id must differ: target padding is masked by id")
+        self.check_size()
+
+    def parameter_count(self) -> int:
+        """Seq2SeqTransformer's weights and its sinusoid table, counted from the config."""
+        D, F = self.d_model, self.ffn_dim
+        attention, ffn = 4 * (D * D + D), (D * F + F) + (F * D + D)
+        tables = self.source_vocab_size * D
+        if not self.share_embeddings:
+            tables += self.target_vocab_size * D * (1 if self.tie_word_embeddings else 2)
+        layers = self.encoder_layers * (attention + ffn + 4 * D) + self.decoder_layers * (2 * attention + ffn + 6 * D)
+        return tables + self.max_position_embeddings * D + layers
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "TransformerConfig":

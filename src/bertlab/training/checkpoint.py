@@ -5,14 +5,13 @@ A checkpoint holds only tensors and plain Python data (numbers, strings, lists, 
 is read with torch.load(weights_only=True): a run folder is something people share, and
 unpickling anything else could run code hidden in the file."""
 import os
-import pickle
 import random
 import sys
 
 import numpy as np
 import torch
 
-from ..io import atomic_write, remove_stale_temp_files
+from ..io import atomic_write, read_torch_file, remove_stale_temp_files
 
 
 def rng_states() -> dict:
@@ -46,18 +45,7 @@ def read_checkpoint(path) -> dict:
     object other than tensors and plain data, so a crafted file's payload never executes."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no checkpoint to resume from")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        if "weights_only" in str(e) or "global" in str(e).lower():
-            raise ValueError(f"{path}: refused: the file holds Python objects other than tensors and plain "
-                             "data, and loading them could run code; bertlab checkpoints never do "
-                             "(was it written by another program, or tampered with?)") from None
-        raise ValueError(f"{path}: not a readable bertlab checkpoint ({first[:200]})") from None
-    except Exception as e:  # a truncated or foreign file: say which
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ValueError(f"{path}: not a readable bertlab checkpoint, truncated or corrupt ({first[:200]})") from None
+    state = read_torch_file(path)  # sizes checked before anything is inflated; no code runs
     missing = [k for k in ("model", "optimizer", "scheduler", "step", "rng", "data", "extra")
                if not isinstance(state, dict) or k not in state]
     if missing:

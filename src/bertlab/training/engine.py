@@ -156,6 +156,9 @@ class Run:
             # torch.amp.GradScaler's overflow check would see each process's shard of the gradients
             # alone, so processes could disagree on skipping a step
             raise ValueError("fp16 under sharding fsdp: its loss scaling is not supported here; use --precision bf16")
+        config = objective.config()
+        if config is not None:  # weights, gradients and Adam's moments must fit before any is allocated
+            config.check_size(training=True)
         torch.manual_seed(s.seed)  # the same initial weights on every rank
         self.model = objective.setup(self)
         # under FSDP the model's own parameters become shards: the skeleton (no memory) is what
