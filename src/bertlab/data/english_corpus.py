@@ -19,19 +19,16 @@ the held-out share, so a split does not depend on what else the machine has inst
 """
 import ast
 import contextlib
-import gzip
 import hashlib
 import json
 import os
 import re
-import shutil
-import subprocess
 import sysconfig
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from ..io import make_folder, read_lines
+from ..io import make_folder, read_compressed, read_lines
 from ..validate import positive_int
 from .sentences import is_prose, split_sentences
 from .text_formats import html_paragraphs, roff_paragraphs, text_paragraphs
@@ -112,23 +109,13 @@ def _is_doc_text(path: Path) -> bool:
 # ---- reading a file into documents: (name, paragraphs) -------------------------------------
 
 def _read_text(path: Path) -> str:
-    data = path.read_bytes()
-    if path.name.endswith(".gz"):
-        data = gzip.decompress(data)
-    elif path.name.endswith(".lz4"):
-        data = _lz4_decompress(path)
-    return data.decode("utf-8", "replace")
+    """The text of a plain, .gz or .lz4 file, its size capped while it is inflated: a file under
+    --root is whatever the machine holds, and a small archive must not become gigabytes."""
+    return read_compressed(path, CORPUS_FILE_MAX_BYTES).decode("utf-8", "replace")
 
 
-def _lz4_decompress(path: Path) -> bytes:
-    try:
-        import lz4.frame
-        return lz4.frame.decompress(path.read_bytes())
-    except ImportError:
-        pass
-    if shutil.which("lz4") is None:
-        raise ValueError(f"{path}: reading .lz4 needs the lz4 program or the lz4 Python package")
-    return subprocess.run(["lz4", "-dc", str(path)], check=True, capture_output=True).stdout
+# The largest text one corpus file may inflate to: Debian's biggest Packages list is under 100 MB.
+CORPUS_FILE_MAX_BYTES = 256 << 20
 
 
 def _package_descriptions(text: str, source: str) -> list[tuple[str, list[str]]]:
@@ -216,7 +203,7 @@ def _prose_documents(task) -> list[tuple[str, list[str], int]] | None:
     source, root, path = task
     try:
         documents = read_documents(source, Path(root), Path(path))
-    except (OSError, EOFError, ValueError, subprocess.CalledProcessError, RecursionError):
+    except (OSError, EOFError, ValueError, RecursionError):
         return None  # an unreadable or corrupt file: skipped, counted by the caller
     out = []
     for name, paragraphs in documents:

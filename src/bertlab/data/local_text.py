@@ -15,11 +15,13 @@ the first time it occurs. Sources are visited in sorted order, round-robin acros
 
 from __future__ import annotations
 
-import gzip
 import math
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
+
+from ..io import read_compressed
+from .english_corpus import CORPUS_FILE_MAX_BYTES
 
 LOCALE_DIR = Path("/usr/share/locale")
 DOC_DIR = Path("/usr/share/doc")
@@ -40,7 +42,7 @@ def _catalog_strings(path: Path) -> Iterator[str]:
 
 
 def _doc_strings(path: Path) -> Iterator[str]:
-    data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    data = read_compressed(path, CORPUS_FILE_MAX_BYTES)
     for raw in data.split(b"\n"):
         try:
             yield raw.decode("utf-8")

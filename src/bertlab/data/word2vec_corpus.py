@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..io import decode_lines
+from ..io import read_lines
 
 
 @dataclass
@@ -33,8 +33,7 @@ class Vocabulary:
 def corpus_sentences(path, lowercase: bool = False) -> list[list[str]]:
     """Every non-empty line of `path` as its list of words (ValueError naming the file for an empty
     file or bytes that are not UTF-8)."""
-    with open(path, "rb") as f:
-        lines = decode_lines(f.read(), path)
+    lines = read_lines(path)
     return [words for line in lines if (words := (line.lower() if lowercase else line).split())]
 
 

@@ -31,11 +31,13 @@ class LoadReport:
             lines.append(f"shape mismatch, kept random: {name}: model {ours} vs checkpoint {theirs}")
         return "\n".join(lines)
 
-    def misfits(self) -> list[str]:
-        """Why the checkpoint cannot be loaded strictly: its missing and mis-shaped tensors."""
+    def misfits(self, most: int = 8) -> list[str]:
+        """Why the checkpoint cannot be loaded strictly: its missing and mis-shaped tensors, the
+        first `most` of them and a count of the rest (a config of 100,000 layers against a 2-layer
+        checkpoint once printed 1.6 million lines)."""
         problems = [f"missing tensor {n}" for n in self.new]
-        return problems + [f"tensor {n} has shape {t} in the checkpoint, the config needs {o}"
-                           for n, o, t in self.mismatched]
+        problems += [f"tensor {n} has shape {t} in the checkpoint, the config needs {o}" for n, o, t in self.mismatched]
+        return problems[:most] + ([f"... and {len(problems) - most:,} more"] if len(problems) > most else [])
 
 
 def copy_matching(model, tensors: dict, skip=()) -> LoadReport:

@@ -34,8 +34,8 @@ class JsonConfig:
         culprit, smallest = None, count
         for f in dataclasses.fields(self):
             default = f.default if f.default is not dataclasses.MISSING else None
-            if isinstance(getattr(self, f.name), bool) or not isinstance(getattr(self, f.name), int) \
-                    or not isinstance(default, int):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int) or not (default is None or isinstance(default, int)):
                 continue
             shadow = copy.copy(self)  # not re-validated: only counted
             object.__setattr__(shadow, f.name, default)
