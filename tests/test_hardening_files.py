@@ -192,7 +192,7 @@ def test_the_limit_is_the_flag_s(model, tmp_path):
                         "more than 0.0 GB (--max-model-gb)")
     assert "pass --max-model-gb to allow it" in line
     validate.set_model_memory_limit(None)
-    assert validate.model_memory_limit()[1] == "this machine's memory"
+    assert validate.model_memory_limit()[1] == "half this machine's memory"
 
 
 def test_a_config_of_100000_layers_fails_at_once(model, tmp_path):

@@ -67,12 +67,13 @@ def check_fields(settings, rules: dict):
 # ---- how large a model may be, checked from its config before any tensor is allocated ----------
 
 BYTES_PER_PARAMETER = 4  # float32 weights; training adds gradients and Adam's two moments (4x)
-_model_memory_limit: int | None = None  # bytes; None: the machine's physical memory
+_model_memory_limit: int | None = None  # bytes; None: half the machine's physical memory
 
 
 def set_model_memory_limit(gigabytes: float | None):
     """The limit a config's weights (and, for training, their gradients and optimizer state) may
-    imply; the command line's --max-model-gb. None restores the default, the machine's memory."""
+    imply; the command line's --max-model-gb. None restores the default, half the machine's memory:
+    loading holds the file's tensors and the model's at once, and inference needs room beside them."""
     global _model_memory_limit
     _model_memory_limit = None if gigabytes is None else int(positive_float("--max-model-gb", gigabytes) * 1e9)
 
@@ -83,7 +84,7 @@ def model_memory_limit() -> tuple[int, str]:
         return _model_memory_limit, "--max-model-gb"
     import os
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2, "half this machine's memory"
     except (ValueError, OSError, AttributeError):  # no sysconf: a fixed, generous default
         return 64 * 10**9, "the default limit"
 

@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in subparsers.choices.values():  # every command that may build a model from a config
         sub.add_argument("--max-model-gb", metavar="GB", type=args_module.positive_float, default=None,
                          help="refuse, before allocating anything, a model whose config implies more memory than "
-                              "this (weights in float32; four times that to train); default: this machine's memory")
+                              "this (weights in float32; four times that to train); default: half this machine's memory")
     return parser
 
 
