@@ -2,6 +2,7 @@
 `add_parser(subparsers)` and `run(args)`; a module imports torch and the models inside `run`, so
 `--help`, `--version` and the commands that need no model start at once."""
 import argparse
+import re
 import sys
 import traceback
 
@@ -73,6 +74,13 @@ def input_error(e: Exception) -> str | None:
         return where + (e.strerror or str(e)) if (e.strerror or e.filename) else str(e)
     if isinstance(e, ValueError):  # includes UnicodeDecodeError and json.JSONDecodeError
         return "; ".join(line.strip() for line in str(e).splitlines() if line.strip()) or type(e).__name__
-    if isinstance(e, MemoryError):
-        return "out of memory: try a smaller --batch-size or shorter inputs"
+    if isinstance(e, MemoryError) or (isinstance(e, RuntimeError) and _ALLOCATOR_FAILURE.search(str(e))):
+        wanted = _ALLOCATOR_FAILURE.search(str(e)) if isinstance(e, RuntimeError) else None
+        size = f" ({int(wanted.group(1)) / 1e9:,.1f} GB asked for)" if wanted and wanted.group(1) else ""
+        return (f"out of memory{size}: try a smaller --batch-size, shorter inputs or a smaller model "
+                "(--max-model-gb refuses large models before they are built)")
     return None
+
+
+# torch's CPU allocator reports a failed allocation as a RuntimeError, not a MemoryError
+_ALLOCATOR_FAILURE = re.compile(r"can't allocate memory(?:: you tried to allocate (\d+) bytes)?|not enough memory")
