@@ -24,6 +24,8 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from ..io import open_input
+
 TABLE_MAGIC = 0xDB4775248B80FB57
 FOOTER_SIZE = 48  # two block handles of at most 20 bytes, padded, then the 8-byte magic
 BLOCK_TRAILER_SIZE = 5  # compression type + masked CRC-32C
@@ -117,8 +119,8 @@ class TFCheckpoint:
         if count * np.dtype(code).itemsize != e.size:
             raise ValueError(f"{where}: shape {list(e.shape)} of {dtype} needs {count * np.dtype(code).itemsize} "
                              f"bytes, the index says {e.size}; the index is corrupt")
-        data = bytearray(e.size)
-        with open(path, "rb") as f:
+        data = bytearray(e.size)  # within the data file: the constructor checked every tensor's extent
+        with open_input(path) as f:
             f.seek(e.offset)
             if f.readinto(data) != e.size:
                 raise ValueError(f"{path}: ended inside tensor {name}: the file is truncated")
@@ -134,7 +136,7 @@ class TFCheckpoint:
 # --- the LevelDB table of the .index file ---------------------------------------------------------
 def read_table(path) -> list[tuple[bytes, bytes]]:
     """Every (key, value) of the table in `path`, in key order."""
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         data = f.read()
     if len(data) < FOOTER_SIZE or int.from_bytes(data[-8:], "little") != TABLE_MAGIC:
         raise ValueError(f"{path}: not a TensorFlow checkpoint index: it does not end in the table magic number "
