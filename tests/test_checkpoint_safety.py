@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from bertlab.io import atomic_write, remove_stale_temp_files
+from bertlab.io import TEMP_PREFIX, atomic_write, remove_stale_temp_files
 from bertlab.training.checkpoint import read_checkpoint
 from bertlab.training.metrics import MetricsLog
 from cli_cases import assert_error, assert_ok, run_cli, write
@@ -17,6 +17,7 @@ from pretraining_data import TINY, make_folders
 from test_translation_training import write_corpus
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: threads only add overhead
+DEAD = 2 ** 31 - 2  # no process has this id: a temporary file named with it is a killed write's
 
 
 class Payload:
@@ -96,7 +97,7 @@ def test_resume_tolerates_a_torn_last_metrics_line_and_removes_stale_temp_files(
     argv, out = trained
     with open(os.path.join(out, "metrics.jsonl"), "a", encoding="utf-8") as f:
         f.write('{"step": 3, "kind": "tra')  # killed in the middle of a write
-    stale = write(os.path.join(out, ".tmp-abc123checkpoint.pt"), b"\0" * 1000)
+    stale = write(os.path.join(out, f"{TEMP_PREFIX}{DEAD}-abc123-checkpoint.pt"), b"\0" * 1000)
     max_steps = argv.index("--max-steps") + 1
     resumed = [*argv[:max_steps], "3", *argv[max_steps + 1:], "--resume"]
     assert_ok(run_cli(*resumed))
@@ -114,7 +115,8 @@ def test_a_corrupt_metrics_line_before_the_last_is_an_error(tmp_path):
 def test_stale_temp_files_of_a_killed_write_are_found_in_subfolders(tmp_path):
     (tmp_path / "model").mkdir()
     keep = write(tmp_path / "model" / "config.json", "{}")
-    stale = [write(tmp_path / ".tmp-xcheckpoint.pt", b"1234"), write(tmp_path / "model" / ".tmp-ymodel.safetensors", b"12")]
+    stale = [write(tmp_path / f"{TEMP_PREFIX}{DEAD}-x-checkpoint.pt", b"1234"),
+             write(tmp_path / "model" / f"{TEMP_PREFIX}{DEAD}-y-model.safetensors", b"12")]
     assert remove_stale_temp_files(tmp_path) == 6
     assert not any(os.path.exists(p) for p in stale) and os.path.exists(keep)
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from bertlab.cli import args as cli_args
+from bertlab.io import MARKER
 from cli_cases import BROKEN, NON_UTF8, bad_input, assert_error, assert_ok, broken_copy, run_cli, write
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: threads only add overhead
@@ -446,7 +447,7 @@ def writing(f, tmp_path, out):
     """Each command writing to `out`, with the files a previous run left there."""
     return {
         "vocab": (["vocab", f["doc"], "-o", out, "--vocab-size", "60", "--quiet"], ["vocab.txt"],
-                  "already has a vocab.txt; pass --overwrite"),
+                  "already holds vocab.txt; pass --overwrite"),
         "create-pretraining-data": (["create-pretraining-data", f["doc"], "--vocab", f["vocab"], "-o", out,
                                      *SHARD_FLAGS], ["meta.json"], "already holds pretraining data; pass --overwrite"),
         "data english-corpus": (["data", "english-corpus", "-o", out, "--root", tmp_path / "nothing", "--min-mb", "0"],
@@ -467,6 +468,7 @@ def test_existing_outputs_need_overwrite(f, tmp_path, command):
     out = tmp_path / "out"
     out.mkdir()
     argv, names, needle = writing(f, tmp_path, out)[command]
+    write(out / MARKER, "{}\n")  # the earlier run was bertlab's: --overwrite replaces only its own outputs
     for name in names:
         write(out / name, "from an earlier run\n")
     assert_error(run_cli(*argv), needle)

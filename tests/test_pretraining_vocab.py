@@ -122,7 +122,7 @@ def test_bad_input(tmp_path, capsys):
     assert not os.path.exists(tmp_path / "v" / "vocab.txt")
     assert run(good, "-o", tmp_path / "v", "--vocab-size", "100")[0] == 0
     code, err = run(good, "-o", tmp_path / "v")
-    assert code == 2 and "already has a vocab.txt; pass --overwrite" in err
+    assert code == 2 and "already holds vocab.txt" in err and "pass --overwrite" in err
     assert run(good, "-o", tmp_path / "v", "--overwrite")[0] == 0
 
 

@@ -263,7 +263,9 @@ def test_convert_gives_a_folder_hf_loads_with_identical_outputs(tmp_path, output
     transformers = pytest.importorskip("transformers")
     out = tmp_path / "hf"
     assert_ok(run_cli("convert", PRETRAINED, "-o", out))
-    assert sorted(os.listdir(out)) == ["config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"]
+    # .bertlab: the marker of a folder bertlab made (convert --overwrite replaces only in such a folder)
+    assert sorted(os.listdir(out)) == [".bertlab", "config.json", "model.safetensors", "tokenizer_config.json",
+                                       "vocab.txt"]
     theirs, info = transformers.BertForPreTraining.from_pretrained(out, output_loading_info=True)
     assert not any(info.values()), info
     _, info = transformers.BertModel.from_pretrained(out, output_loading_info=True)

@@ -4,38 +4,134 @@ regular file only, sizes and decompressed sizes capped before anything is inflat
 depth, names that stay inside their folder, and errors that name the file and line."""
 import errno
 import os
+import re
 import stat
 import tempfile
 
 
 def atomic_write(path, write_fn, mode="w", encoding="utf-8"):
-    """Call write_fn(file) on a temporary file beside `path`, then rename it over `path`. The file
-    gets the permissions a plain open() would give (mkstemp's are owner-only)."""
+    """Call write_fn(file) on a temporary file beside `path` (bertlab's own name, see TEMP_PREFIX),
+    then rename it over `path`. The file gets the permissions a plain open() would give (mkstemp's
+    are owner-only). A disk that fills (or a file-size limit) is an OSError that says so and names
+    `path`, whatever the writer made of it (torch's zip writer reports a failed write as "unexpected
+    pos"); the file at `path` is then the one it replaced, whole."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", path)
+    text = {} if "b" in mode else {"encoding": encoding, "newline": "\n"}
     if os.path.exists(path) and not os.path.isfile(path):
         # /dev/null, /dev/stdout, a named pipe: written in place. A rename would put a regular file
         # where the device was (as root, `-o /dev/null` once replaced the machine's /dev/null).
-        with open(path, mode, **({} if "b" in mode else {"encoding": encoding, "newline": "\n"})) as f:
-            write_fn(f)
+        with disk_errors(path) as errors, open(path, mode, **text) as f:
+            write_fn(_Recording(f, errors))
         return
     folder = make_folder(os.path.dirname(os.path.abspath(path)))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=TEMP_PREFIX, suffix=os.path.basename(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=_temp_prefix(), suffix="-" + os.path.basename(path))
     try:
-        os.chmod(tmp, 0o666 & ~_umask())
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": encoding, "newline": "\n"})) as f:
-            write_fn(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with disk_errors(path) as errors:
+            os.chmod(tmp, 0o666 & ~_umask())
+            with os.fdopen(fd, mode, **text) as f:
+                write_fn(_Recording(f, errors))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
 
 
-TEMP_PREFIX = ".tmp-"
+# Errors of a write that say the disk (or a limit) ran out: reported as such, naming the file.
+_FULL = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+class _Recording:
+    """A file object that remembers the OSError its write() raised: torch.save's zip writer turns
+    it into RuntimeError("unexpected pos ..."), and the disk-full error would be lost."""
+
+    def __init__(self, f, errors: "disk_errors"):
+        self._f, self._errors = f, errors
+
+    def write(self, data):
+        try:
+            return self._f.write(data)
+        except OSError as e:
+            self._errors.recorded = e
+            raise
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def __iter__(self):
+        return iter(self._f)
+
+
+class disk_errors:
+    """Turns an error raised while writing `path` whose cause is a full disk (an OSError ENOSPC,
+    EFBIG or EDQUOT raised by a write, however the writer reported it) into that OSError, naming
+    `path`: "[Errno 28] No space left on device: 'OUT/checkpoint.pt'"."""
+
+    def __init__(self, path):
+        self.path, self.recorded = path, None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, tb):
+        if error is None or not isinstance(error, Exception):
+            return False
+        cause, seen = None, set()
+        for e in (error, self.recorded):
+            while e is not None and id(e) not in seen:  # the error itself, or what it hides
+                seen.add(id(e))
+                if isinstance(e, OSError) and e.errno in _FULL:
+                    cause = e
+                    break
+                e = e.__cause__ or e.__context__
+            if cause is not None:
+                break
+        if cause is None:
+            return False
+        raise OSError(cause.errno, os.strerror(cause.errno), self.path) from error
+
+
+# Every temporary file or folder bertlab makes starts with TEMP_PREFIX, then the id of the process
+# that made it: `.bertlab-tmp-<pid>-<random>-<name>`. No user file has such a name, and one whose
+# process is still running is never taken for a leftover.
+TEMP_PREFIX = ".bertlab-tmp-"
+_TEMP_NAME = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)-")
+
+
+def _temp_prefix() -> str:
+    return f"{TEMP_PREFIX}{os.getpid()}-"
+
+
+def temp_folder(beside) -> str:
+    """A new, empty temporary folder beside the path `beside`, with bertlab's own temporary name and
+    the permissions os.makedirs would give it (mkdtemp's are owner-only)."""
+    beside = os.path.abspath(os.fspath(beside))
+    folder = tempfile.mkdtemp(dir=make_folder(os.path.dirname(beside)), prefix=_temp_prefix(),
+                              suffix="-" + os.path.basename(beside))
+    os.chmod(folder, 0o777 & ~_umask())
+    return folder
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # another user's process (or a number we cannot ask about): not ours to judge
+    return True
+
+
+def is_stale_temp(name: str) -> bool:
+    """Whether `name` is a temporary file of bertlab's whose process has ended (killed mid-write)."""
+    match = _TEMP_NAME.match(name)
+    return match is not None and not _running(int(match.group(1)))
 
 
 def make_folder(folder) -> str:
@@ -63,38 +159,161 @@ def check_output_file(path, overwrite: bool = False, flag: str = "--output"):
     make_folder(os.path.dirname(os.path.abspath(path)))
 
 
-def claim_output_folder(folder, names, overwrite: bool = False, what: str = "") -> list[str]:
-    """Create `folder` now, so that one that cannot be made fails before the work, and refuse to
-    replace the files `names` already in it unless `overwrite` (a rebuild from other inputs would
-    silently change them). Returns the names found there, for the caller to remove or replace."""
+# The file bertlab writes into every output folder it creates (or finds empty): JSON saying which
+# command made it. --overwrite replaces outputs only in a folder that has it, so a folder of the
+# user's (a home folder, a model downloaded elsewhere) is never emptied by a mistyped --out.
+MARKER = ".bertlab"
+
+
+def is_bertlab_folder(folder) -> bool:
+    """Whether bertlab made `folder`: it holds MARKER, a regular file (a link is not ours)."""
+    try:
+        return stat.S_ISREG(os.lstat(os.path.join(os.fspath(folder), MARKER)).st_mode)
+    except OSError:
+        return False
+
+
+def _is_main_process() -> bool:
+    """torchrun's rank 0, or a process on its own: under torchrun only it claims a folder (the
+    others would see the files it has begun to write as an earlier run's)."""
+    try:
+        return int(os.environ.get("RANK", "0")) == 0
+    except ValueError:
+        return True
+
+
+def check_output_folder_path(folder, flag: str = "") -> str:
+    """Refuse an output folder path that is a symbolic link (bertlab never writes through one, nor
+    removes what it points to) or a file."""
     folder = os.fspath(folder)
+    where = f"{flag} {folder}" if flag else folder
+    if os.path.islink(folder):
+        raise ValueError(f"{where}: is a symbolic link; bertlab writes only into a real folder (give the "
+                         f"folder it points to, {os.path.realpath(folder)}, or another)")
     if os.path.exists(folder) and not os.path.isdir(folder):
-        raise ValueError(f"{folder}: is a file, not a folder")
-    make_folder(folder)
-    there = [name for name in names if os.path.lexists(os.path.join(folder, name))]
+        raise ValueError(f"{where}: is a file, not a folder")
+    return folder
+
+
+def output_entries(folder, names) -> list[str]:
+    """The entries of `folder` that match `names` (exact names, or fnmatch patterns such as
+    "shard-*.npy"), in `names` order; [] for a folder that does not exist."""
+    import fnmatch
+    try:
+        entries = sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = []
+    for name in names:
+        for entry in ([name] if name in entries else fnmatch.filter(entries, name) if _is_pattern(name) else []):
+            if entry not in found:
+                found.append(entry)
+    return found
+
+
+def _is_pattern(name: str) -> bool:
+    return any(c in name for c in "*?[")
+
+
+def foreign_entries(folder) -> list[str]:
+    """What `folder` holds besides bertlab's marker and temporary files."""
+    try:
+        return sorted(e for e in os.listdir(folder) if e != MARKER and not e.startswith(TEMP_PREFIX))
+    except (FileNotFoundError, NotADirectoryError):  # (make_folder names the file in the way)
+        return []
+
+
+def claim_output_folder(folder, names, overwrite: bool = False, what: str = "", command: str = "",
+                        remove: bool = False) -> list[str]:
+    """The one way a bertlab command takes an output folder, before any work:
+
+    - a symbolic link or a file is refused (see check_output_folder_path);
+    - the folder is created if need be (one that cannot be made fails now, not after the work);
+    - if it holds any of the files the command writes (`names`, exact or fnmatch patterns), it is
+      refused unless `overwrite` (a rebuild from other inputs would silently change them);
+    - `overwrite` is refused in a folder bertlab did not make (no MARKER) that holds anything at all,
+      so it can only ever replace bertlab's own outputs;
+    - a folder bertlab creates, or finds empty, gets MARKER, naming `command`.
+
+    With `remove`, the matching entries are deleted (links themselves, never what they point to).
+    Returns the entries found, for the caller to remove or replace. Under torchrun only rank 0
+    claims; the others only check the path."""
+    folder = check_output_folder_path(folder)
+    if not _is_main_process():
+        return []
+    existed = os.path.isdir(folder)
+    there = output_entries(folder, names)
     if there and not overwrite:
         raise ValueError(f"{folder}: already holds {what or ', '.join(there)}; pass --overwrite to replace it")
+    held = foreign_entries(folder)
+    if overwrite and held and not is_bertlab_folder(folder):
+        shown = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
+        raise ValueError(f"{folder}: --overwrite refused: bertlab did not make this folder (it has no {MARKER} "
+                         f"file) and it holds {shown}; --overwrite replaces only bertlab's own outputs. "
+                         "Move those files away (or delete them) yourself, or choose another folder")
+    make_folder(folder)
+    if not existed or not held:
+        mark_folder(folder, command)
+    if remove:
+        for name in there:
+            remove_entry(os.path.join(folder, name))
     return there
 
 
+def mark_folder(folder, command: str = ""):
+    """Write MARKER into `folder` (bertlab's from now on), unless it is there."""
+    if not is_bertlab_folder(folder):
+        import json
+        atomic_write_text(os.path.join(folder, MARKER), json.dumps({"made_by": "bertlab", "command": command}) + "\n")
+
+
+def remove_entry(path):
+    """Delete a file, a folder (its tree) or a link (the link only, never what it points to)."""
+    import shutil
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def remove_stale_temp_files(folder, depth: int = 1) -> int:
-    """Delete the temporary files that atomic_write leaves when a process is killed mid-write (in
-    `folder` and its subfolders down to `depth`); call it when a run starts in `folder`, since
-    nothing else would ever remove them (a BERT-base checkpoint's is over a gigabyte). Returns
-    the bytes freed."""
+    """Delete the temporary files (and folders) that bertlab's writes leave when a process is
+    killed mid-write (in `folder` and its subfolders down to `depth`); call it when a run starts in
+    `folder`, since nothing else would ever remove them (a BERT-base checkpoint's is over a
+    gigabyte). Only bertlab's own temporary names (TEMP_PREFIX and a process id) are removed, and
+    only those whose process is no longer running; links are never followed. Returns the bytes
+    freed."""
     freed = 0
-    if not os.path.isdir(folder):
+    if not os.path.isdir(folder) or os.path.islink(folder):
         return 0
     for entry in os.scandir(folder):
-        if entry.is_file(follow_symlinks=False) and entry.name.startswith(TEMP_PREFIX):
+        if is_stale_temp(entry.name) and not entry.is_symlink():
             try:  # another process (a DDP rank) may be cleaning the same folder
-                freed += entry.stat().st_size
-                os.unlink(entry.path)
+                if entry.is_dir(follow_symlinks=False):
+                    freed += _tree_size(entry.path)
+                    remove_entry(entry.path)
+                else:
+                    freed += entry.stat(follow_symlinks=False).st_size
+                    os.unlink(entry.path)
             except FileNotFoundError:
                 pass
         elif depth > 0 and entry.is_dir(follow_symlinks=False):
             freed += remove_stale_temp_files(entry.path, depth - 1)
     return freed
+
+
+def _tree_size(folder) -> int:
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
 
 
 def _umask() -> int:

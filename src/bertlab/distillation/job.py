@@ -64,7 +64,7 @@ def task_distillation(teacher, student_layers, student, train, dev, test, alphas
         student_model, student_tokenizer = load_base_model(task, student, quiet=not s.progress, seed=s.seed)
         check_same_vocabulary(tokenizer, student_tokenizer, folder, student)
         check_same_width(teacher_model, student_model, s.alpha_cos, student)
-    prepare_output(s.out, s.resume, overwrite)
+    prepare_output(s.out, s.resume, overwrite, command="distill")
     objective = TaskDistillation(task, student_model, teacher_model, tokenizer, splits["train"], splits["dev"], s)
     summary = fit(objective, s)
     del summary["model"]
@@ -139,7 +139,8 @@ def general_distillation(teacher, student_layers, student, data, eval_data, max_
     # the settings checked before anything is written; the shard folders filled in below
     s = GeneralDistillSettings(teacher=folder, data=data, eval_data=eval_data, model=student_model.config,
                                **weights, **settings)
-    check_resume(settings["out"], settings.get("resume", False), overwrite)
+    check_resume(settings["out"], settings.get("resume", False), overwrite, outputs=("data", "eval_data"),
+                 command="distill")
     data = shards_for(data, os.path.join(settings["out"], "data"), tokenizer, max_seq_length, "--data")
     if eval_data is not None:
         eval_data = shards_for(eval_data, os.path.join(settings["out"], "eval_data"), tokenizer, max_seq_length,

@@ -22,6 +22,13 @@ from ..io import atomic_write_text, read_json
 
 def save_finetuned(folder, model, tokenizer, task):
     """Write the model, tokenizer and task.json to `folder`, replacing what is there (see above)."""
+    replace_folder(folder, lambda tmp: write_finetuned(tmp, model, tokenizer, task))
+
+
+def write_finetuned(folder, model, tokenizer, task):
+    """The files of save_finetuned written into `folder` itself, each atomically but with no swap of
+    the folder: for a folder the caller has claimed (`bertlab convert --task`), whose siblings
+    (FOLDER.tmp, .new, .old) are the user's, not ours to remove."""
     from ..interop.hf_bert import save_pretrained
     extra = {}
     if task.labels:
@@ -29,11 +36,8 @@ def save_finetuned(folder, model, tokenizer, task):
         extra["label2id"] = {str(label): i for i, label in enumerate(task.labels)}
     elif getattr(model, "num_labels", None) == 1:
         extra["problem_type"] = "regression"
-
-    def write(tmp):
-        save_pretrained(model, tmp, tokenizer, extra_config=extra)
-        atomic_write_text(os.path.join(tmp, "task.json"), json.dumps(task.state(), indent=2) + "\n")
-    replace_folder(folder, write)
+    save_pretrained(model, folder, tokenizer, extra_config=extra)
+    atomic_write_text(os.path.join(folder, "task.json"), json.dumps(task.state(), indent=2) + "\n")
 
 
 def replace_folder(folder, write):

@@ -1,10 +1,8 @@
 """The start of a fine-tuning run: its data splits (checked), its output folder (an earlier run is
 not replaced unless asked) and the model to train."""
 import os
-import shutil
 from dataclasses import replace
 
-from ..io import claim_output_folder
 from ..progress import write
 from ..training.checkpoint import check_resume
 from .glue import GLUE, glue_files
@@ -72,16 +70,9 @@ def load_base_model(task, name, init="pretrained", added_tokens=(), quiet=False,
     return model, tokenizer
 
 
-def prepare_output(out, resume=False, overwrite=False):
+def prepare_output(out, resume=False, overwrite=False, command="finetune"):
     """The run folder OUT, made ready: created if need be; one holding an earlier run is resumed
-    (resume, from its checkpoint), emptied of that run's files (overwrite), or else refused, so that
-    no model is replaced without being asked."""
-    check_resume(out, resume, overwrite)
-    if resume:
-        return
-    for name in claim_output_folder(out, RUN_FILES, overwrite, what="an earlier run"):
-        path = os.path.join(out, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        else:
-            os.remove(path)
+    (resume, from its checkpoint), emptied of that run's files (overwrite: only in a folder bertlab
+    made, see io.claim_output_folder), or else refused, so that no model is replaced without being
+    asked."""
+    check_resume(out, resume, overwrite, outputs=RUN_FILES, command=command, remove=True)

@@ -21,7 +21,9 @@ import warnings
 
 import torch
 
-from ..io import atomic_write_text, make_folder
+from ..io import (MARKER, atomic_write_text, check_output_folder_path, claim_output_folder, foreign_entries,
+                  is_bertlab_folder, make_folder, mark_folder, output_entries, remove_entry, remove_stale_temp_files,
+                  temp_folder)
 from . import onnx_graphs as graphs
 
 FORMAT = "bertlab-onnx-1"
@@ -153,17 +155,20 @@ def export_onnx(folder, out, *, overwrite: bool = False, check: bool = True, tex
     require_onnx()
     from ..interop.load import load_model
     out = os.fspath(out)
-    if os.path.exists(out) and not os.path.isdir(out):
+    if os.path.exists(out) and not os.path.isdir(out) and not os.path.islink(out):
         raise ValueError(f"{out}: is a file, not a folder (the export is a folder of graphs)")
+    check_output_folder_path(out)  # a link is refused: never written through
     if os.path.exists(out) and not overwrite:
         raise ValueError(f"{out}: exists; pass overwrite=True (--overwrite) to replace it")
-    make_folder(os.path.dirname(os.path.abspath(out)))  # before the work: a path under a file fails now
+    if os.path.exists(out):  # --overwrite replaces only an export of bertlab's (see _replace_export)
+        _export_entries(out)
+    parent = make_folder(os.path.dirname(os.path.abspath(out)))  # before the work: a path under a file fails now
+    remove_stale_temp_files(parent, depth=0)  # the temporary folder of an export that was killed
     loaded = load_model(folder)
     files = graphs_of(loaded)
-    tmp = out + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    make_folder(tmp)
+    tmp = temp_folder(out)  # bertlab's own name beside OUT: never a user's OUT.tmp
     try:
+        mark_folder(tmp, "export")
         for name, (graph, sample, shapes) in files.items():
             log(f"exporting {name} ({type(graph).__name__})")
             export_graph(graph, sample, shapes, os.path.join(tmp, name), opset)
@@ -178,10 +183,38 @@ def export_onnx(folder, out, *, overwrite: bool = False, check: bool = True, tex
             if check:
                 log("int8 graphs against bertlab fp32 (the cost of int8, not an error):")
                 report["int8"] = check_export(loaded, tmp, texts=texts, log=log, strict=False)
+        _replace_export(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if os.path.exists(out):
-        shutil.rmtree(out)
-    os.rename(tmp, out)
     return report
+
+
+# What an export folder holds: its graphs, quantisation's scratch file, onnx.json (and the marker).
+EXPORT_FILES = ("*.onnx", "*.onnx.int8", "*.onnx.data", "onnx.json")
+
+
+def _export_entries(out) -> list[str]:
+    """The export in the existing folder `out`, which --overwrite may replace: refused unless
+    bertlab made the folder (its marker file) or it is empty (io.claim_output_folder's rule)."""
+    entries = output_entries(out, EXPORT_FILES)
+    if foreign_entries(out) and not is_bertlab_folder(out):
+        claim_output_folder(out, EXPORT_FILES, overwrite=True, command="export")  # raises, naming the files
+    return entries
+
+
+def _replace_export(tmp, out):
+    """Put the export made in `tmp` at `out`: a rename where there is none; else only the files of
+    the old export go (onnx.json first: the folder reads unfinished, then the graphs) and the new
+    ones move in (onnx.json last), so anything else in the folder stays."""
+    if not os.path.lexists(out):
+        os.rename(tmp, out)
+        return
+    old = _export_entries(out)
+    for name in sorted(old, key=lambda n: n != "onnx.json"):
+        remove_entry(os.path.join(out, name))
+    mark_folder(out, "export")
+    for name in sorted(os.listdir(tmp), key=lambda n: n == "onnx.json"):
+        if name != MARKER:
+            os.replace(os.path.join(tmp, name), os.path.join(out, name))
+    shutil.rmtree(tmp, ignore_errors=True)

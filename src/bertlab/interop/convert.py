@@ -63,8 +63,8 @@ def convert_google_checkpoint(source, out, do_lower_case=None, task=None, labels
         if labels is None or len(labels) != rows:
             raise ValueError(f"{source}: the classifier has {rows} outputs, task {task.name} has "
                              f"{'no labels (regression)' if labels is None else f'{len(labels)} labels'}")
-        from ..finetune.folder import save_finetuned  # finetune sits above interop: imported when needed
-        save_finetuned(out, model, tokenizer, task)
+        from ..finetune.folder import write_finetuned  # finetune sits above interop: imported when needed
+        write_finetuned(out, model, tokenizer, task)  # into the folder claimed, its siblings untouched
         return model
     extra = {}
     if labels:
@@ -86,7 +86,7 @@ def convert_folder(source: str, out: str, do_lower_case: bool | None = None, tas
     labels, and task.json) or the label names `labels`. Returns the model written."""
     from ..io import claim_output_folder
     locate(source)  # a missing checkpoint fails before OUT_DIR is made
-    claim_output_folder(out, HF_FILES, overwrite, what="a model")
+    claim_output_folder(out, HF_FILES, overwrite, what="a model", command="convert")
     if task is not None:
         from ..finetune.tasks import make_task  # finetune sits above interop: imported when needed
         task = make_task(task)

@@ -13,12 +13,11 @@ output is the same for any number of workers.
 """
 import json
 import os
-import shutil
 from collections import Counter, deque
 from dataclasses import dataclass
 
 from .. import progress
-from ..io import atomic_write_text, make_folder
+from ..io import atomic_write_text, claim_output_folder, output_entries
 from ..tokenization import BertTokenizer, Vocab
 from ..tokenization.bert_tokenizer import tokenizer_config
 from .instances import (PAIR_MODES, InstanceOptions, Vocabulary, array_rows, check_text_files, chunk_rng,
@@ -123,14 +122,17 @@ def report(counts: Counter, folder, mode: str = "nsp") -> str:
     return "\n".join(lines)
 
 
+# What create_pretraining_data writes into its folder: meta.json first in the list, so that a
+# replacement removes it first and the folder reads as unfinished. Only these names are ever
+# removed (a user's notes.npy beside the shards is not ours).
+DATA_FILES = ("meta.json", "shard-[0-9][0-9][0-9][0-9]*.npy", "vocab.txt", "tokenizer_config.json")
+
+
 def _prepare_output(folder, overwrite: bool):
-    make_folder(folder)
-    old = [n for n in os.listdir(folder) if n == "meta.json" or n.endswith(".npy")]
-    if old and not overwrite:
-        raise ValueError(f"{folder}: already holds pretraining data; pass --overwrite to replace it")
-    for name in sorted(old, key=lambda n: n != "meta.json"):  # meta.json first: the folder reads unfinished
-        path = os.path.join(folder, name)
-        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+    found = output_entries(folder, DATA_FILES)
+    data = [n for n in found if n not in ("vocab.txt", "tokenizer_config.json")]
+    claim_output_folder(folder, DATA_FILES, overwrite, what="pretraining data" if data else "", remove=True,
+                        command="create-pretraining-data")
 
 
 def _chunks(documents, chunk_docs: int):

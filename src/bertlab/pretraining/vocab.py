@@ -155,10 +155,9 @@ def vocab_job(files: list[str], out: str, vocab_size: int = 30522, min_frequency
     """`bertlab vocab`: learn a vocabulary from `files` and save it in the folder `out` (refused when
     it already holds a vocab.txt, unless overwrite). Returns learn_vocab's report and the
     path written ("path"); vocab_size below the size asked for means the text ran out of merges."""
-    from ..io import make_folder
-    if os.path.exists(os.path.join(out, "vocab.txt")) and not overwrite:
-        raise ValueError(f"{out}: already has a vocab.txt; pass --overwrite to replace it")
-    make_folder(out)  # an OUT_DIR that cannot be made fails before the work, not after
+    from ..io import claim_output_folder
+    # an OUT_DIR that cannot be made fails before the work, not after
+    claim_output_folder(out, ("vocab.txt", "tokenizer_config.json"), overwrite, command="vocab")
     vocab, report = learn_vocab(files, vocab_size, min_frequency, do_lower_case, progress=progress)
     save_vocab(vocab, out, do_lower_case)
     return {**report, "path": os.path.join(out, "vocab.txt")}

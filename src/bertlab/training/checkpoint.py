@@ -11,7 +11,9 @@ import sys
 import numpy as np
 import torch
 
-from ..io import atomic_write, read_torch_file, remove_stale_temp_files
+from ..io import (atomic_write, check_output_folder_path, claim_output_folder, output_entries, read_torch_file,
+                  remove_stale_temp_files)
+from .distributed import is_main_process
 
 
 def rng_states() -> dict:
@@ -53,17 +55,32 @@ def read_checkpoint(path) -> dict:
     return state
 
 
-def check_resume(out, resume: bool, overwrite: bool):
+# What every training run (engine.fit) writes into OUT; a command adds its own (check_resume's `outputs`).
+RUN_OUTPUTS = ("checkpoint.pt", "model", "summary.json", "metrics.jsonl", "curves.png")
+
+
+def check_resume(out, resume: bool, overwrite: bool, outputs=(), command: str = "", remove: bool = False):
     """The CLI rule for a run folder: --resume needs OUT/checkpoint.pt; a folder that has one is
-    neither started over silently nor resumed without being asked (--resume or --overwrite)."""
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"{out}: is a file, not a folder")
+    neither started over silently nor resumed without being asked (--resume or --overwrite); a
+    folder holding a finished run (anything a run writes: RUN_OUTPUTS and the command's `outputs`,
+    not only a checkpoint, which a finished run deletes) is replaced only with --overwrite, and only
+    in a folder bertlab made (io.claim_output_folder, which also refuses a link and marks a new
+    folder). `remove`: delete the earlier run's files now (else the new run replaces them as it
+    writes). Removes the temporary files of an interrupted write (bertlab's own, of ended processes)."""
+    check_output_folder_path(out)
     has_checkpoint = os.path.exists(os.path.join(out, "checkpoint.pt"))
     if resume and not has_checkpoint:
         raise FileNotFoundError(f"{out}: no checkpoint.pt to --resume from")
     if has_checkpoint and not (resume or overwrite):
         raise ValueError(f"{out} holds a training checkpoint: pass --resume to continue it or "
                          "--overwrite to start again (replacing it)")
+    if not resume:
+        names = tuple(dict.fromkeys(RUN_OUTPUTS + tuple(outputs)))
+        found = output_entries(out, names)
+        claim_output_folder(out, names, overwrite, what=f"an earlier run ({', '.join(found)})",
+                            command=command, remove=remove)
+    if not is_main_process():
+        return
     freed = remove_stale_temp_files(out)
     if freed:
         print(f"{out}: removed temporary files ({freed / 1e6:,.1f} MB) left by an interrupted write", file=sys.stderr)

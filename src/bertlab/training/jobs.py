@@ -29,7 +29,7 @@ def gpt_train_job(files, out, *, tokenizer="bpe", vocab_size=8000, val_fraction=
     is replaced only with `overwrite`, continued only with `resume` (with the same files and
     tokenizer settings). Returns the summary (also OUT/summary.json); lm_trainer.report words it."""
     data = (tokenizer, vocab_size, val_fraction)
-    _claim(out, files, resume, overwrite, gpt_data_settings(*data))
+    _claim(out, files, resume, overwrite, gpt_data_settings(*data), GPT_OUTPUTS, "gpt-train")
     make_folder(out)
     tokenizer, data_dir = _main_first(device, lambda reuse: prepare_gpt_data(files, out, *data, reuse=reuse), resume)
     eos = getattr(tokenizer, "eos_token_id", None)
@@ -57,7 +57,7 @@ def translate_train_job(train_src, train_tgt, valid_src, valid_tgt, out, *, voca
     paths = (train_src, train_tgt, valid_src, valid_tgt)
     vocabulary = {"vocab": vocab, "joint_vocab": joint_vocab, "vocab_size": vocab_size, "min_frequency": min_frequency}
     data_settings = translation_data_settings(**vocabulary, max_sentence_tokens=max_sentence_tokens)
-    _claim(out, paths, resume, overwrite, data_settings)
+    _claim(out, paths, resume, overwrite, data_settings, TRANSLATION_OUTPUTS, "translate-train")
 
     def vocabularies(reuse):
         if reuse:
@@ -86,13 +86,19 @@ def translate_train_job(train_src, train_tgt, valid_src, valid_tgt, out, *, voca
     return train_translation(s, train, valid, source, target, model_settings)
 
 
-def _claim(out, files, resume: bool, overwrite: bool, data_settings: dict):
+# What these runs write into OUT besides the engine's files (checkpoint.RUN_OUTPUTS)
+GPT_OUTPUTS = ("tokenizer", "data", run_inputs.NAME, "samples.txt")
+TRANSLATION_OUTPUTS = ("vocab", run_inputs.NAME, "bleu.png")
+
+
+def _claim(out, files, resume: bool, overwrite: bool, data_settings: dict, outputs=(), command: str = ""):
     """Check before any work: the files exist, OUT holds no run unless asked to resume or
-    overwrite it, and a resumed run's files and data settings are those it started with."""
+    overwrite it (and then only in a folder bertlab made), and a resumed run's files and data
+    settings are those it started with."""
     for path in files:
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")
-    check_resume(out, resume, overwrite)
+    check_resume(out, resume, overwrite, outputs, command)
     if resume:
         run_inputs.check(out, files, data_settings)
 

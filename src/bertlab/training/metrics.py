@@ -2,7 +2,7 @@
 import json
 import os
 
-from ..io import make_folder
+from ..io import disk_errors, make_folder
 
 
 class MetricsLog:
@@ -15,7 +15,7 @@ class MetricsLog:
         if not self.enabled:
             return
         make_folder(os.path.dirname(os.path.abspath(self.path)))
-        with open(self.path, "a", encoding="utf-8") as f:
+        with disk_errors(self.path), open(self.path, "a", encoding="utf-8") as f:  # a full disk names the log
             f.write(json.dumps({"step": step, "kind": kind, **values}) + "\n")
 
     def read(self) -> list[dict]:

@@ -186,5 +186,5 @@ def train_word2vec(corpus, s: Word2VecSettings, overwrite: bool = False) -> dict
     vocab = build_vocabulary(sentences, s.min_count, corpus)
     ids, sentence = encode(sentences, vocab)
     del sentences
-    check_resume(s.out, s.resume, overwrite)
+    check_resume(s.out, s.resume, overwrite, outputs=("vectors.txt",), command="word2vec train")
     return fit(Word2VecObjective(s, vocab, ids, sentence), s)
