@@ -80,7 +80,8 @@ def reading(f, path, out):
     """Each command reading `path` as its text input."""
     return {"generate": ["generate", "--model", f["char"], "--prompts", path, "-n", "2"],
             "translate": ["translate", path, "--model", f["translation"]],
-            "translate --ref": ["translate", os.devnull, "--model", f["translation"], "--ref", path],
+            "translate --ref": ["translate", write(os.path.join(f["root"], "no-lines.txt"), ""), "--model",
+                                f["translation"], "--ref", path],  # an empty input: /dev/null is refused (not a file)
             "gpt-train": gpt_train(f, out)[:1] + [path] + gpt_train(f, out)[2:],
             "translate-train": translate_train(f["pairs"], out)[:1]
             + ["--train-src", path, "--train-tgt", os.path.join(f["pairs"], "train.de"),
@@ -94,17 +95,17 @@ EXPECTED = {
     ("generate", "empty"): ["input.txt: the file is empty"],
     ("generate", "blank-only"): "\n  \n\t\n",  # a blank prompt gives its line back, in order
     ("generate", "non-UTF-8"): ["input.txt:2: not valid UTF-8"],
-    ("generate", "folder"): ["input.txt", "directory"],
+    ("generate", "folder"): ["input.txt", "is a folder"],
     ("translate", "missing"): ["input.txt", "no such file"],
     ("translate", "empty"): "",  # nothing in, nothing out (a filter)
     ("translate", "blank-only"): "\n\n\n",  # a blank line is translated as a blank line
     ("translate", "non-UTF-8"): ["input.txt:2: not valid UTF-8"],
-    ("translate", "folder"): ["input.txt", "directory"],
+    ("translate", "folder"): ["input.txt", "is a folder"],
     ("translate --ref", "missing"): ["input.txt", "no such file"],
     ("translate --ref", "empty"): ["no lines, so nothing to score against", "input.txt"],
     ("translate --ref", "blank-only"): ["input.txt has 3 lines, the input 0"],
     ("translate --ref", "non-UTF-8"): ["input.txt:2: not valid UTF-8"],
-    ("translate --ref", "folder"): ["input.txt", "directory"],
+    ("translate --ref", "folder"): ["input.txt", "is a folder"],
     ("gpt-train", "missing"): ["input.txt: no such file"],
     ("gpt-train", "empty"): ["input.txt: the file is empty"],
     ("gpt-train", "blank-only"): ["input.txt: has no text (only blank lines)"],
@@ -114,7 +115,7 @@ EXPECTED = {
     ("translate-train", "empty"): ["input.txt: the file is empty"],
     ("translate-train", "blank-only"): ["misaligned parallel files", "input.txt has 3 lines"],
     ("translate-train", "non-UTF-8"): ["input.txt:2: not valid UTF-8"],
-    ("translate-train", "folder"): ["input.txt", "directory"],
+    ("translate-train", "folder"): ["input.txt", "is a folder"],
 }
 
 
@@ -203,7 +204,7 @@ FOLDERS = {
                                         ["tokenizer has", "the model"]),
     "gpt-n_head-0": ("char", _config(n_head=0), ["config.json", "n_head 0: must be at least 1"]),
     "gpt-n_embd-not-a-multiple": ("char", _config(n_embd=33), ["config.json", "n_embd 33", "multiple"]),
-    "gpt-n_layer-text": ("char", _config(n_layer="two"), ["config.json", "n_layer 'two'"]),
+    "gpt-n_layer-text": ("char", _config(n_layer="two"), ["config.json", "n_layer is a string ('two')"]),
     "gpt-dropout-2": ("char", _config(resid_pdrop=2.0), ["config.json", "resid_pdrop 2.0"]),
     "gpt-unknown-activation": ("char", _config(activation_function="swish9"), ["config.json", "swish9"]),
     "gpt-vocab-not-the-weights'": ("char", _config(vocab_size=500), ["does not fit", "wte.weight"]),

@@ -102,3 +102,39 @@ def check_model_size(config, parameters: int, culprit: str | None, training: boo
     what = "to train (weights, gradients and Adam's two moments in float32)" if training else "in float32"
     raise ValueError(f"{field}a model of {parameters:,} parameters, {need / 1e9:,.1f} GB {what}, more than "
                      f"{limit / 1e9:,.1f} GB ({source}); pass --max-model-gb to allow it")
+
+
+def check_memory(what: str, nbytes: int, advice: str = "pass --max-model-gb to allow it"):
+    """Refuse, before it is allocated, memory that no model config counts (word vectors of
+    vocabulary x dimension, a beam search's cache of beam x batch x length) when it passes the
+    same limit as a model's weights (model_memory_limit: --max-model-gb, else half this machine's
+    memory). `what` says what needs it and what makes it so large; `advice` how to need less."""
+    limit, source = model_memory_limit()
+    if nbytes <= limit:
+        return
+    raise ValueError(f"{what}: {nbytes / 1e9:,.1f} GB, more than {limit / 1e9:,.1f} GB ({source}); {advice}")
+
+
+# word2vec's --window: the largest half-width of a window around a word. Useful windows are 2 to 15
+# (word2vec.c and gensim default to 5); each step's work and its CBOW context array (batch words x
+# 2 x window) grow with it, and a window wider than its sentence adds nothing but that cost: gensim
+# cuts sentences at 10,000 words, so a half-width past 1,000 covers more than any real context.
+# Refused above this rather than clamped: clamping would change the reduced-window draw
+# (uniform in 1..window) and so silently train other vectors than the ones asked for.
+MAX_WORD2VEC_WINDOW = 1000
+
+
+def word2vec_window(name, value, optional=False):
+    return check_number(name, value, integer=True, minimum=1, maximum=MAX_WORD2VEC_WINDOW, optional=optional)
+
+
+# Beam search keeps `beam` hypotheses a sentence, each with its own key/value cache and its share of
+# the (rows x vocabulary) scores of every step. Translation quality stops improving by beams of
+# 5-50 and then falls (Koehn & Knowles 2017, "six challenges"); past 1,024 a search is not a
+# search setting but a memory accident. The memory a beam really implies depends on the model, the
+# batch and the lengths, and is checked as well (check_memory) once the model is loaded.
+MAX_BEAM = 1024
+
+
+def beam_size(name, value, optional=False):
+    return check_number(name, value, integer=True, minimum=1, maximum=MAX_BEAM, optional=optional)

@@ -28,6 +28,8 @@ nonnegative_float = _type(validate.nonnegative_float, "a number", float)
 fraction = _type(validate.fraction, "a number", float)
 positive_fraction = _type(validate.positive_fraction, "a number", float)
 fraction_below_one = _type(validate.fraction_below_one, "a number", float)
+word2vec_window = _type(validate.word2vec_window, "a whole number", int)
+beam_size = _type(validate.beam_size, "a whole number", int)
 
 
 def escaped_text(text: str) -> str:

@@ -17,7 +17,7 @@ and which, is said on stderr."""
 
 
 def add_parser(subparsers):
-    from .args import nonnegative_float, nonnegative_int, positive_int
+    from .args import beam_size, nonnegative_float, nonnegative_int, positive_int
     p = subparsers.add_parser(
         "translate", help="translate text with a model from translate-train",
         description="Translate each line of FILE (or standard input) with beam search (greedy with --beam 1), "
@@ -25,7 +25,8 @@ def add_parser(subparsers):
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", nargs="?", default="-", metavar="FILE", help="UTF-8 text, one sentence per line (default stdin)")
     p.add_argument("--model", required=True, metavar="DIR", help="the OUT/model folder of translate-train")
-    p.add_argument("--beam", type=positive_int, default=4, help="beam size; 1 is greedy decoding (4, as the paper)")
+    p.add_argument("--beam", type=beam_size, default=4,
+                   help="beam size, 1 to 1024; 1 is greedy decoding (4, as the paper)")
     p.add_argument("--length-penalty", type=nonnegative_float, default=1.0,
                    help="rank hypotheses by log-prob / length^this (1.0: per-token mean; 0: plain sum)")
     p.add_argument("--max-len", type=positive_int, help="at most this many target tokens per sentence")

@@ -14,7 +14,7 @@ With --ref, ROUGE-1/2/L F1 (Google's rouge-score, Porter stemming) go to stderr.
 
 
 def add_parser(subparsers):
-    from .args import nonnegative_float, positive_int
+    from .args import beam_size, nonnegative_float, positive_int
     p = subparsers.add_parser(
         "unilm-generate", help="generate text with a model from unilm-train (e.g. a synopsis per description)",
         description="Generate one line of text for each line of FILE (or standard input) with a UniLM "
@@ -22,7 +22,7 @@ def add_parser(subparsers):
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", nargs="?", default="-", metavar="FILE", help="UTF-8 text, one source per line (default stdin)")
     p.add_argument("--model", required=True, metavar="DIR", help="the OUT/model folder of unilm-train")
-    p.add_argument("--beam", type=positive_int, default=1, help="beam size; 1 is greedy decoding (default)")
+    p.add_argument("--beam", type=beam_size, default=1, help="beam size, 1 to 1024; 1 is greedy decoding (default)")
     p.add_argument("--length-penalty", type=nonnegative_float, default=1.0,
                    help="rank beam hypotheses by log-prob / length^this (1.0)")
     p.add_argument("--max-len", type=positive_int, help="at most this many tokens per line (default: the model's "

@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from .args import add_run_arguments, nonnegative_float, positive_int
+from .args import add_run_arguments, nonnegative_float, positive_float, positive_int, word2vec_window
 
 EXAMPLE = """examples:
   bertlab data english-corpus -o corpus --min-mb 0
@@ -37,7 +37,7 @@ def add_parser(subparsers):
     g.add_argument("--architecture", choices=["skipgram", "cbow"], default="skipgram",
                    help="skipgram: each context word predicts the word; cbow: the window's mean predicts it")
     g.add_argument("--dim", type=positive_int, default=100, help="vector size (default 100)")
-    g.add_argument("--window", type=positive_int, default=5, help="largest window half-width (default 5)")
+    g.add_argument("--window", type=word2vec_window, default=5, help="largest window half-width, 1 to 1000 (default 5)")
     g.add_argument("--min-count", type=positive_int, default=5, help="drop words seen fewer times (default 5)")
     g.add_argument("--sample", type=nonnegative_float, default=1e-3, help="subsampling threshold, 0 for none (default 1e-3)")
     g.add_argument("--negative", type=positive_int, default=5, help="noise words per example (default 5)")
@@ -74,6 +74,10 @@ def add_parser(subparsers):
     c.add_argument("--partner", action="append", default=[],
                    help="another word of every sentence to measure the word against (repeat)")
     c.set_defaults(run=run_contrast)
+    for action in (t, n, a, c):  # `bertlab word2vec ACTION ... --max-model-gb GB` as well as before ACTION
+        action.add_argument("--max-model-gb", metavar="GB", type=positive_float, default=argparse.SUPPRESS,
+                            help="refuse, before allocating them, vectors (or a model) that need more memory than this "
+                                 "(float32; default: half this machine's memory)")
     p.set_defaults(run=lambda args: p.print_help())
 
 

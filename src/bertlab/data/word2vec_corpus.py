@@ -86,8 +86,8 @@ def skipgram_pairs(ids, sentence, window: int, rng: np.random.Generator):
     weights near words more). As in word2vec.c and gensim, the input vector is the context word's
     and the output vector the centre word's."""
     reach = rng.integers(1, window + 1, size=len(ids))
-    inputs, targets = [], []
-    for d in range(1, window + 1):
+    inputs, targets = [np.empty(0, dtype=ids.dtype)], [np.empty(0, dtype=ids.dtype)]
+    for d in range(1, min(window, len(ids) - 1) + 1):  # no pair lies farther apart than the batch is long
         same = sentence[d:] == sentence[:-d]
         right = same & (reach[:-d] >= d)  # the word d to the right, inside the left word's window
         left = same & (reach[d:] >= d)    # the word d to the left, inside the right word's window
@@ -102,7 +102,7 @@ def cbow_contexts(ids, sentence, window: int, rng: np.random.Generator):
     n = len(ids)
     reach = rng.integers(1, window + 1, size=n)
     context = np.full((n, 2 * window), -1, dtype=np.int64)
-    for d in range(1, window + 1):
+    for d in range(1, min(window, n - 1) + 1):  # d >= n: no neighbour (and n - d would slice from the end)
         inside = reach[:n - d] >= d
         same = sentence[d:] == sentence[:-d]
         context[:n - d, window + d - 1] = np.where(inside & same, ids[d:], -1)  # right neighbours

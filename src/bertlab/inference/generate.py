@@ -268,9 +268,9 @@ def generate_file(model_dir: str, prompts_file: str, options: SamplingOptions, b
     """The output lines of a prompts file (one prompt a line), in input order, yielded batch by batch:
     each is the prompt and its continuation, newlines in the continuation written as \\n; a blank
     prompt gives a blank line. Every prompt is checked to fit before the first line is yielded."""
-    from ..io import read_lines
     import dataclasses
-    prompts = read_lines(prompts_file)
+    from ..tokenization.files import text_lines
+    prompts = text_lines(prompts_file)  # a CRLF file's "\r" is its line end, not the prompt's last character
     model, tokenizer = load_generator(model_dir, device, int8)
     options = dataclasses.replace(options, eos_token_id=getattr(tokenizer, "eos_token_id", None))
     encoded = [tokenizer.encode(p) if p.strip() else [] for p in prompts]

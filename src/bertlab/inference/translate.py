@@ -163,6 +163,24 @@ def _finish(finished, alive, tokens, top_scores, top_beam, is_eos, k, step, leng
         finished[b].append(Hypothesis(prefix, score / length ** length_penalty, score))
 
 
+def check_search_memory(model, rows: int, sentences: int, beam: int, source_len: int, target_len: int, *,
+                        width: int, layers: int, vocab: int):
+    """Refuse a search whose memory would pass the limit (validate.check_memory), before its first
+    step allocates it: `rows` = sentences x beam, each with a self-attention cache of `target_len`
+    positions in every one of `layers` decoder layers (keys and values, `width` wide; beam search
+    keeps a second pair of buffers to reorder into), the source's keys and values (`source_len`
+    positions), and three (rows x vocab) float32 tables of scores a step. A --beam of 1,024 over a
+    batch of 32 sentences is 32,768 rows: tens of GB for a base model."""
+    param = next(model.parameters(), None)
+    element = param.element_size() if param is not None and param.is_floating_point() else 4
+    pairs = 4 if beam > 1 else 2
+    cache = rows * layers * (pairs * target_len + 2 * source_len) * width * element
+    scores = 3 * rows * vocab * 4
+    validate.check_memory(f"a search of beam {beam} over {sentences} sentences ({rows:,} rows, sources of {source_len} "
+                          f"and targets of up to {target_len} tokens) needs its caches and scores", cache + scores,
+                          advice="use a smaller --beam or --batch-size (or pass --max-model-gb to allow it)")
+
+
 def max_source_tokens(config) -> int:
     """The longest source (in tokens, without its EOS) the model's positions hold."""
     return config.max_position_embeddings - 1
@@ -175,7 +193,7 @@ def translate_ids(model, source_ids: list[list[int]], beam_size=1, nbest=1, leng
     whose hypotheses carry no scores (NaN). An empty source (a blank line) gets `nbest` empty
     hypotheses without decoding: the model would invent a sentence for it. A source longer than
     `max_source_tokens` is an error; the caller decides whether to cut it."""
-    validate.positive_int("beam_size", beam_size)
+    validate.beam_size("beam_size", beam_size)
     validate.check_number("nbest", nbest, integer=True, minimum=1, maximum=beam_size)
     validate.check_number("length_penalty", length_penalty)
     validate.positive_int("batch_size", batch_size)
@@ -197,6 +215,9 @@ def translate_ids(model, source_ids: list[list[int]], beam_size=1, nbest=1, leng
         for r, i in enumerate(rows):
             src[r, :len(source_ids[i]) + 1] = torch.tensor(source_ids[i] + [c.eos_token_id])
         src, limits = src.to(device), dict(max_len=max_len, max_len_a=max_len_a, max_len_b=max_len_b)
+        check_search_memory(model, len(rows) * beam_size, len(rows), beam_size, src.size(1),
+                            int(length_limits(model, src, **limits).max()) + 1, width=c.d_model,
+                            layers=c.decoder_layers, vocab=c.target_vocab_size)
         if beam_size == 1 and nbest == 1:
             out = [[Hypothesis(t, math.nan, math.nan)] for t in greedy_decode(model, src, **limits)]
         else:
@@ -230,7 +251,7 @@ def translate_file(model_dir: str, file: str = "-", beam: int = 4, nbest: int = 
     empty translation. With `ref` (line-aligned references), the best translations are scored."""
     from ..device import pick_device
     from ..interop.translation_folder import bleu_tokenize, load_translation_model
-    from ..io import read_lines
+    from ..tokenization.files import text_lines
     from .int8 import check_int8_settings, quantize_int8
     device = pick_device(device)
     if int8:
@@ -238,8 +259,8 @@ def translate_file(model_dir: str, file: str = "-", beam: int = 4, nbest: int = 
     model, source, target, settings = load_translation_model(model_dir, device)
     if int8:
         quantize_int8(model)
-    lines = read_lines(file, allow_empty_file=True)
-    refs = read_lines(ref, allow_empty_file=True) if ref else None
+    lines = text_lines(file, allow_empty_file=True)  # CRLF ends: the "\r" is no part of the text
+    refs = text_lines(ref, allow_empty_file=True) if ref else None
     if refs is not None and len(refs) != len(lines):
         raise ValueError(f"{ref} has {len(refs)} lines, the input {len(lines)}")
     if refs is not None and not lines:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import validate
-from .translate import Hypothesis, beam_search, greedy_decode
+from .translate import Hypothesis, beam_search, check_search_memory, greedy_decode, length_limits
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 
@@ -31,7 +31,7 @@ def generate_ids(model, source_ids: list[list[int]], beam_size: int = 1, nbest: 
     longer than the model's budget (max_source_tokens - 2) is an error; the caller cuts it. An
     empty source gets empty hypotheses without decoding. max_len: at most this many target tokens
     (default and ceiling: the positions BERT has left after the source budget)."""
-    validate.positive_int("beam_size", beam_size)
+    validate.beam_size("beam_size", beam_size)
     validate.check_number("nbest", nbest, integer=True, minimum=1, maximum=beam_size)
     validate.positive_int("batch_size", batch_size)
     validate.positive_int("max_len", max_len, optional=True)
@@ -48,6 +48,10 @@ def generate_ids(model, source_ids: list[list[int]], beam_size: int = 1, nbest: 
         rows = order[start:start + batch_size]
         src = source_batch([source_ids[i] for i in rows], model.cls_id, model.sep_id,
                            model.config.pad_token_id).to(device)
+        bert = model.model.config
+        check_search_memory(model, len(rows) * beam_size, len(rows), beam_size, src.size(1),
+                            int(length_limits(model, src, limit, 0.0, limit).max()) + 1, width=bert.hidden_size,
+                            layers=len(model.layers), vocab=bert.vocab_size)
         if beam_size == 1 and nbest == 1:
             out = [[Hypothesis(t, math.nan, math.nan)] for t in greedy_decode(model, src, limit, 0.0, limit)]
         else:
@@ -88,10 +92,10 @@ def generate_file(model_dir: str, file: str = "-", beam: int = 1, length_penalty
     defaults to the model's max_target_tokens - 1. With `ref`, ROUGE-1/2/L against its lines."""
     from ..device import pick_device
     from ..interop.unilm_folder import load_unilm_model
-    from ..io import read_lines
+    from ..tokenization.files import text_lines
     model, tokenizer, settings = load_unilm_model(model_dir, pick_device(device))
-    lines = read_lines(file, allow_empty_file=True)
-    refs = read_lines(ref, allow_empty_file=True) if ref else None
+    lines = text_lines(file, allow_empty_file=True)  # CRLF ends: the "\r" is no part of the text
+    refs = text_lines(ref, allow_empty_file=True) if ref else None
     if refs is not None and len(refs) != len(lines):
         raise ValueError(f"{ref} has {len(refs)} lines, {'stdin' if file == '-' else file} {len(lines)}")
     max_len = max_len or max(1, settings.get("max_target_tokens", 32) - 1)

@@ -9,6 +9,7 @@ vectors (3CosAdd, Mikolov et al. 2013), the question's own words excluded, as ge
 most_similar(positive=[b, c], negative=[a]) computes it.
 """
 import os
+import re
 
 import numpy as np
 
@@ -72,26 +73,68 @@ def save_word2vec(path, words: list[str], vectors: np.ndarray):
 
 def load_word2vec(path) -> WordVectors:
     """Read the word2vec text format (a run folder: its vectors.txt). Bad input is a ValueError
-    naming the file and line."""
+    naming the file and line: a header that is not two counts, or whose counts the file cannot
+    hold (checked on the file's size, and the memory checked, before the table is allocated); rows
+    of another width than the header's; values that are not numbers or not finite (NaN, infinity,
+    or beyond float32); a word that is empty or that appears twice (the second row would shadow
+    the first, or the first the second, depending on the tool)."""
+    from .. import validate
+    from ..io import open_input
     if os.path.isdir(path):
         path = os.path.join(path, "vectors.txt")
-    with open(path, "rb") as f:
-        lines = decode_lines(f.read(), path)
-    header = lines[0].split()
-    if len(header) != 2 or not all(h.isdigit() for h in header):
-        raise ValueError(f"{path}:1: expected the header '<words> <dimensions>', got {lines[0][:60]!r} "
-                         "(not a word2vec text file)")
-    count, dim = map(int, header)
+    with open_input(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        first = f.readline(200)
+        count, dim = _header(first, path)
+        rows_bytes = size - len(first)
+        # every row is a word, then dim numbers each with its separating space, then a newline:
+        # at least 2 x (dim + 1) bytes, so a header that promises more than that is a lie
+        if count * 2 * (dim + 1) > rows_bytes:
+            raise ValueError(f"{path}: the header promises {count:,} words of {dim:,} numbers, more than the "
+                             f"{rows_bytes:,} bytes after it can hold")
+        validate.check_memory(f"{path}: {count:,} words x {dim:,} dimensions (the vectors and their unit copies, "
+                              "float32)", 2 * count * dim * 4, advice="pass --max-model-gb to allow it")
+        lines = decode_lines(first + f.read(), path)
     if len(lines) - 1 != count:
         raise ValueError(f"{path}: the header promises {count} words, the file has {len(lines) - 1} lines after it")
-    words, vectors = [], np.empty((count, dim), dtype=np.float32)
+    words, vectors, seen = [], np.empty((count, dim), dtype=np.float32), {}
     for number, line in enumerate(lines[1:], 2):
-        parts = line.rstrip().split(" ")
+        parts = line.rstrip().split(" ")  # word2vec.c ends each row with a space; a CRLF file with "\r"
         if len(parts) != dim + 1:
             raise ValueError(f"{path}:{number}: {len(parts) - 1} numbers after the word, the header says {dim}")
+        word = parts[0]
+        if not word:
+            raise ValueError(f"{path}:{number}: the row starts with a space: its word is empty")
+        if word in seen:
+            raise ValueError(f"{path}:{number}: the word {word!r} appears twice (lines {seen[word]} and {number}); "
+                             "each word has one vector")
+        seen[word] = number
         try:
-            vectors[number - 2] = [float(x) for x in parts[1:]]
+            row = np.array([float(x) for x in parts[1:]], dtype=np.float64)
         except ValueError:
-            raise ValueError(f"{path}:{number}: a value of {parts[0]!r} is not a number") from None
-        words.append(parts[0])
+            raise ValueError(f"{path}:{number}: a value of {word!r} is not a number") from None
+        finite = np.isfinite(row) & (np.abs(row) <= FLOAT32_MAX)
+        if not finite.all():
+            raise ValueError(f"{path}:{number}: the vector of {word!r} holds {parts[1 + int(np.argmin(finite))]} "
+                             "(NaN, infinity, or beyond float32's range); word vectors must be finite")
+        vectors[number - 2] = row
+        words.append(word)
     return WordVectors(words, vectors, os.fspath(path))
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _header(first: bytes, path) -> tuple[int, int]:
+    """(words, dimensions) of a word2vec header line "<words> <dimensions>", both whole numbers of
+    at least 1 written in ASCII digits."""
+    if not first:
+        raise ValueError(f"{path}: the file is empty")
+    text = first.decode("utf-8", "replace").strip()
+    if not re.fullmatch(r"[0-9]+[ \t]+[0-9]+", text):
+        raise ValueError(f"{path}:1: expected the header '<words> <dimensions>', got {text[:60]!r} "
+                         "(not a word2vec text file)")
+    count, dim = map(int, text.split())
+    if count < 1 or dim < 1:
+        raise ValueError(f"{path}:1: the header says {count} words of {dim} dimensions; both must be at least 1")
+    return count, dim

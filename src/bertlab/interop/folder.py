@@ -40,10 +40,24 @@ class LoadReport:
         return problems[:most] + ([f"... and {len(problems) - most:,} more"] if len(problems) > most else [])
 
 
-def copy_matching(model, tensors: dict, skip=()) -> LoadReport:
+def check_float_weight(name: str, tensor, target, source=None):
+    """Rule: weights are floating point. A checkpoint's tensor of another dtype (int64, int32, uint8,
+    bool, complex) loaded into a float weight would be cast without a word (copy_ and
+    load_state_dict both cast: int64 embeddings became zero rows), so it is refused, naming the
+    tensor (and `source`, the file or folder, when the caller knows it). Every loader of weights
+    calls this, whichever way it then copies them."""
+    if target.is_floating_point() and not tensor.is_floating_point():
+        where = f"{source}: " if source else ""
+        raise ValueError(f"{where}tensor {name} has dtype {str(tensor.dtype).removeprefix('torch.')}; "
+                         "weights must be floating point (float32, float16 or bfloat16)")
+
+
+def copy_matching(model, tensors: dict, skip=(), source=None, file_names: dict | None = None) -> LoadReport:
     """Copy tensors[name] into each of the model's tensors of that name and shape (those in `skip`,
     e.g. tied copies, are left alone); the report names the copied, the missing and the mis-shaped
-    ones. `unused` is the caller's to fill: only it knows the checkpoint's own names."""
+    ones. `unused` is the caller's to fill: only it knows the checkpoint's own names. A tensor that
+    is not floating point for a float weight is refused (check_float_weight), named as the file has
+    it (`file_names`: model name -> the checkpoint's, where they differ; `source`: the file)."""
     report = LoadReport()
     with torch.no_grad():
         for name, target in model.state_dict().items():
@@ -53,11 +67,8 @@ def copy_matching(model, tensors: dict, skip=()) -> LoadReport:
                 report.new.append(name)
             elif tensors[name].shape != target.shape:
                 report.mismatched.append((name, tuple(target.shape), tuple(tensors[name].shape)))
-            elif target.is_floating_point() and not tensors[name].is_floating_point():
-                # copy_ would cast: int64 embeddings became zero rows without a word
-                raise ValueError(f"tensor {name} has dtype {str(tensors[name].dtype).removeprefix('torch.')}; "
-                                 "weights must be floating point (float32, float16 or bfloat16)")
             else:
+                check_float_weight((file_names or {}).get(name, name), tensors[name], target, source)
                 target.copy_(tensors[name])
                 report.initialized.append(name)
     return report

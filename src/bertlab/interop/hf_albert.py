@@ -75,7 +75,7 @@ def load_albert_state(model, hf_state: dict, source="checkpoint", strict=True) -
         hf_state = {(k[len("albert."):] if k.startswith("albert.") else k): v for k, v in hf_state.items()}
     hf_state = {k: v for k, v in hf_state.items() if not k.endswith(IGNORED)}
     report = copy_matching(model, {name: hf_state[hf] for name, hf in ours_to_hf.items() if hf in hf_state},
-                           skip=TIED)
+                           skip=TIED, source=source, file_names=ours_to_hf)
     report.unused = sorted(set(hf_state) - set(ours_to_hf.values()))
     if strict and (report.misfits() or (heads and report.unused)):
         problems = report.misfits() + [f"unexpected tensor {n}" for n in report.unused if heads]

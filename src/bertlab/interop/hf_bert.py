@@ -79,7 +79,7 @@ def _rename_prefixed(key, fn):
     return "bert." + fn(key[5:]) if key.startswith("bert.") else fn(key)
 
 
-def init_from_state_dict(model, hf_state: dict) -> LoadReport:
+def init_from_state_dict(model, hf_state: dict, source=None) -> LoadReport:
     """Copy every checkpoint tensor whose name and shape match a model parameter; report the rest
     (model names for initialised and new tensors, checkpoint names for unused ones). An ELECTRA
     checkpoint gives its discriminator's (or generator's) encoder, as fine-tuning wants it."""
@@ -87,7 +87,8 @@ def init_from_state_dict(model, hf_state: dict) -> LoadReport:
     if is_electra_state(hf_state):
         hf_state = as_bert_state(hf_state)
     ours = _to_our_names(model, hf_state)
-    report = copy_matching(model, {name: tensor for name, (_, tensor) in ours.items()}, skip=TIED)
+    report = copy_matching(model, {name: tensor for name, (_, tensor) in ours.items()}, skip=TIED, source=source,
+                           file_names={name: original for name, (original, _) in ours.items()})
     own = model.state_dict()
     report.unused = sorted(original for name, (original, _) in ours.items() if name not in own and name not in TIED)
     return report
@@ -95,7 +96,7 @@ def init_from_state_dict(model, hf_state: dict) -> LoadReport:
 
 def load_state_dict_strict(model, hf_state: dict, source="checkpoint") -> LoadReport:
     """Like init_from_state_dict, but a missing or mis-shaped tensor is an error that names it."""
-    report = init_from_state_dict(model, hf_state)
+    report = init_from_state_dict(model, hf_state, source)
     problems = report.misfits()
     if problems:
         raise ValueError(f"{source}: does not fit the model:\n  " + "\n  ".join(problems))

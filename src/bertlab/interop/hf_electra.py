@@ -87,7 +87,8 @@ def load_state(model, hf_state: dict, source) -> LoadReport:
             continue
         name = from_hf_name(key if not bare or HEAD.match(key) else "electra." + key)
         ours[name] = (key, tensor)
-    report = copy_matching(model, {name: tensor for name, (_, tensor) in ours.items()}, skip=TIED)
+    report = copy_matching(model, {name: tensor for name, (_, tensor) in ours.items()}, skip=TIED, source=source,
+                           file_names={name: key for name, (key, _) in ours.items()})
     own = model.state_dict()
     report.unused = sorted(key for name, (key, _) in ours.items() if name not in own and name not in TIED)
     problems = report.misfits() + [f"unexpected tensor {key}" for key in report.unused]

@@ -96,7 +96,7 @@ def our_state_dict(hf_state: dict) -> tuple[dict, list]:
 def load_state_dict_strict(model: GPT, hf_state: dict, source="checkpoint") -> LoadReport:
     """Copy every tensor; a missing or mis-shaped one is an error that names it."""
     ours, unused = our_state_dict(hf_state)
-    report = copy_matching(model, ours)
+    report = copy_matching(model, ours, source=source)
     report.unused = sorted(unused)
     problems = report.misfits()
     if problems:

@@ -156,5 +156,5 @@ def load_pretrained(folder, model_class=BertModel, do_lower_case=None, strict=Tr
         report = load_state_dict_strict(model, state, folder)
         check_layers_used(report, folder, config)
     else:
-        report = init_from_state_dict(model, state)
+        report = init_from_state_dict(model, state, folder)
     return model.eval(), tokenizer, report

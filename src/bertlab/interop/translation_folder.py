@@ -11,7 +11,7 @@ import os
 
 from ..io import atomic_write_text, read_json
 from ..models.transformer import Seq2SeqTransformer, TransformerConfig
-from .folder import read_state_dict, write_hf_folder
+from .folder import check_float_weight, read_state_dict, write_hf_folder
 
 
 def bleu_tokenize(target_lang: str | None) -> str:
@@ -54,6 +54,9 @@ def load_translation_model(folder, device="cpu"):
     if problems:
         more = f"; ... and {len(problems) - 5} more" if len(problems) > 5 else ""
         raise ValueError(f"{folder}/model.safetensors does not fit config.json: " + "; ".join(problems[:5]) + more)
+    expected = model.state_dict()
+    for name, tensor in state.items():  # load_state_dict would cast an int64 tensor without a word
+        check_float_weight(name, tensor, expected[name], f"{folder}/model.safetensors")
     model.load_state_dict(state, strict=False)
     source, target = (SubwordTokenizer.load(os.path.join(folder, side)) for side in ("source_tokenizer",
                                                                                       "target_tokenizer"))
@@ -62,10 +65,35 @@ def load_translation_model(folder, device="cpu"):
         if len(tokenizer) != size:
             raise ValueError(f"{folder}: the {side} vocabulary has {len(tokenizer)} tokens, the model {size}")
     path = os.path.join(folder, "translation.json")
-    settings = {}
-    if os.path.exists(path):
-        settings = read_json(path)
+    settings = read_settings(path) if os.path.exists(path) else {}
     return model.to(device).eval(), source, target, settings
+
+
+# translation.json, as translate-train writes it: the languages (a name such as "de" or "zh_CN", or
+# null when unknown) and sacreBLEU's tokenizer for scoring the target side. Other fields are kept.
+SETTINGS_FIELDS = {"source_lang": (str, type(None)), "target_lang": (str, type(None)), "bleu_tokenize": str}
+
+
+def read_settings(path) -> dict:
+    """translation.json, typed; a bleu_tokenize that sacreBLEU does not have is refused now, naming
+    the file, rather than when `translate --ref` scores the translations."""
+    settings = read_json(path, fields=SETTINGS_FIELDS)
+    name = settings.get("bleu_tokenize")
+    if name is not None:
+        known = _bleu_tokenizers()
+        if known and name not in known:
+            raise ValueError(f"{path}: bleu_tokenize {name!r} is not one of sacreBLEU's tokenizers "
+                             f"({', '.join(sorted(known))})")
+    return settings
+
+
+def _bleu_tokenizers() -> set:
+    """The names sacreBLEU's BLEU accepts for tokenize=, or an empty set when it is not installed."""
+    try:
+        from sacrebleu.metrics.bleu import _TOKENIZERS
+    except ImportError:
+        return set()
+    return set(_TOKENIZERS)
 
 
 def _misfits(model, state: dict) -> list[str]:

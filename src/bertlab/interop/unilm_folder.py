@@ -7,6 +7,20 @@ import os
 from ..io import atomic_write_text, read_json
 
 SETTINGS = "unilm.json"
+FIELDS = {"max_source_tokens": int, "max_target_tokens": int}
+
+
+def check_budgets(settings: dict, positions: int, path):
+    """unilm.json's budgets as unilm-train checks them: the source at least 3 tokens ([CLS] a token
+    [SEP]), the target at least 2 (a token and [SEP]), both within BERT's positions. Decoding reads
+    max_target_tokens - 1 as its length limit, so -1 or 10**12 would mean no limit (or a cache of
+    that many positions); either is refused here, naming the file."""
+    from ..validate import check_number
+    source = check_number(f"{path}: max_source_tokens", settings["max_source_tokens"], integer=True, minimum=3,
+                          maximum=positions - 2)
+    if "max_target_tokens" in settings:
+        check_number(f"{path}: max_target_tokens", settings["max_target_tokens"], integer=True, minimum=2,
+                     maximum=positions - source)
 
 
 def save_unilm_model(folder, model, tokenizer, settings: dict):
@@ -24,10 +38,11 @@ def load_unilm_model(folder, device="cpu"):
     if not os.path.exists(path):
         raise FileNotFoundError(f"{folder}: no {SETTINGS} (a UniLM model folder is what `bertlab unilm-train` "
                                 "writes to OUT/model)")
-    settings = read_json(path)
-    if not isinstance(settings, dict) or not isinstance(settings.get("max_source_tokens"), int):
-        raise ValueError(f"{path}: needs a JSON object with max_source_tokens (a whole number)")
+    settings = read_json(path, fields=FIELDS)
+    if "max_source_tokens" not in settings:
+        raise ValueError(f"{path}: needs max_source_tokens (a whole number), the source budget it was trained with")
     model, tokenizer = load_masked_lm(folder)
+    check_budgets(settings, model.config.max_position_embeddings, path)
     seq2seq = UniLMSeq2Seq(model, tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id,
                            settings["max_source_tokens"])
     return seq2seq.to(device).eval(), tokenizer, settings

@@ -18,10 +18,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import validate
+
 
 class Word2Vec(nn.Module):
     def __init__(self, vocab_size: int, dim: int = 100):
         super().__init__()
+        # dim x vocabulary is counted by no config: checked here, before the tables are allocated
+        # (--dim 100000000 was an allocator error, or swap)
+        validate.check_memory(f"word2vec's two tables of {vocab_size:,} words x dim {dim:,} (float32)",
+                              2 * vocab_size * dim * validate.BYTES_PER_PARAMETER,
+                              advice="use a smaller --dim or a larger --min-count (or pass --max-model-gb to allow it)")
         self.input_vectors = nn.Embedding(vocab_size, dim, sparse=True)
         self.output_vectors = nn.Embedding(vocab_size, dim, sparse=True)
         # gensim's start: inputs uniform in +-1/dim (word2vec.c's +-0.5/dim learnt the planted topics

@@ -25,10 +25,34 @@ from ..io import atomic_write_text, read_json
 VOCAB_FILE, CONFIG_FILE = "vocab.txt", "tokenizer_config.json"
 
 
+# tokenizer_config.json's fields as HF and bertlab write them. A field of another type is refused
+# naming the file and the field: "do_lower_case": "no" would otherwise read as true (a non-empty
+# string), and a never_split of a string would add each of its characters as a special token.
+# A special token may be a string or HF's AddedToken object; unknown fields are left alone.
+CONFIG_FIELDS = {"do_lower_case": bool, "model_max_length": int, "max_len": int, "tokenize_chinese_chars": bool,
+                 "strip_accents": (bool, type(None)), "never_split": (list, type(None)),
+                 "do_basic_tokenize": bool, "clean_up_tokenization_spaces": bool, "padding_side": str,
+                 "truncation_side": str, "tokenizer_class": (str, type(None)),
+                 **{name: (str, dict, type(None)) for name in ("unk_token", "sep_token", "pad_token", "cls_token",
+                                                               "mask_token", "bos_token", "eos_token")}}
+
+
 def tokenizer_config(folder: str | os.PathLike) -> dict:
-    """The folder's tokenizer_config.json ({} when it has none); a garbled one is an error naming it."""
+    """The folder's tokenizer_config.json ({} when it has none), its fields typed (CONFIG_FIELDS); a
+    garbled one, or a field of the wrong type, is an error naming the file and the field."""
     path = os.path.join(folder, CONFIG_FILE)
-    return read_json(path) if os.path.exists(path) else {}
+    if not os.path.exists(path):
+        return {}
+    settings = read_json(path, fields=CONFIG_FIELDS)
+    for name in ("model_max_length", "max_len"):
+        if name in settings and settings[name] < 1:
+            raise ValueError(f"{path}: {name} {settings[name]}: must be at least 1")
+    bad = next((t for t in settings.get("never_split") or [] if not isinstance(t, str) or not t.strip()
+                or t != t.strip() or any(c.isspace() for c in t)), None)
+    if bad is not None:
+        raise ValueError(f"{path}: never_split holds {bad!r}; it must be a list of tokens (non-empty strings "
+                         "without whitespace)")
+    return settings
 
 
 class BertTokenizer:

@@ -12,7 +12,8 @@ from functools import lru_cache
 
 import regex
 
-from ..io import atomic_write_text, read_json, read_lines
+from ..io import atomic_write_text, read_json
+from .vocab import MAX_VOCAB_BYTES, check_vocab_count
 
 EOT = "<|endoftext|>"
 INF = float("inf")
@@ -172,20 +173,31 @@ def apply_merges(parts: list[str], ranks: dict[tuple[str, str], int]) -> list[st
 
 
 def read_vocab(path) -> dict[str, int]:
-    """vocab.json: {token: id} with whole, non-negative ids, each once."""
-    vocab = read_json(path)
+    """vocab.json: {token: id} with the ids 0 .. size-1, each once (GPT-2's and the subword
+    vocabulary's; a gap would make a model of the largest id's size). The file and its token count
+    are capped (vocab.MAX_VOCAB_BYTES, MAX_VOCAB_TOKENS)."""
+    vocab = read_json(path, max_bytes=MAX_VOCAB_BYTES)
+    check_vocab_count(len(vocab), path)
     bad = next((t for t, i in vocab.items() if isinstance(i, bool) or not isinstance(i, int) or i < 0), None)
     if bad is not None:
         raise ValueError(f"{path}: token {bad!r} has id {vocab[bad]!r}; ids must be whole numbers from 0")
     if len(set(vocab.values())) != len(vocab):
         raise ValueError(f"{path}: two tokens share an id")
+    beyond = next((t for t, i in vocab.items() if i >= len(vocab)), None)
+    if beyond is not None:
+        raise ValueError(f"{path}: token {beyond!r} has id {vocab[beyond]:,}, but the file has {len(vocab):,} tokens; "
+                         f"ids must be 0 to {len(vocab) - 1}, each once")
     return vocab
 
 
 def read_merges(path) -> list[tuple[str, str]]:
-    """merges.txt: an optional '#version' line, then 'left right' per line, best first."""
+    """merges.txt: an optional '#version' line, then 'left right' per line, best first (CRLF line
+    ends read as line ends; the file and its merges capped as a vocabulary is)."""
+    from .files import text_lines
+    lines = text_lines(path, allow_empty_file=True, max_bytes=MAX_VOCAB_BYTES, what="merges file")
+    check_vocab_count(len(lines), path, "lines")
     merges = []
-    for number, line in enumerate(read_lines(path, allow_empty_file=True), 1):
+    for number, line in enumerate(lines, 1):
         if not line or (number == 1 and line.startswith("#version")):
             continue
         parts = line.split(" ")

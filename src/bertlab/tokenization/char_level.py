@@ -3,6 +3,7 @@ import json
 import os
 
 from ..io import atomic_write_text, read_json
+from .vocab import MAX_VOCAB_BYTES, check_vocab_count
 
 UNK = "\ufffd"  # characters not seen in training
 
@@ -44,7 +45,8 @@ class CharTokenizer:
     def from_folder(cls, folder) -> "CharTokenizer":
         """chars.json as save() writes it; any other list would shift every id the model learned."""
         path = os.path.join(folder, "chars.json")
-        chars = read_json(path, expect=list)
+        chars = read_json(path, expect=list, max_bytes=MAX_VOCAB_BYTES)
+        check_vocab_count(len(chars), path, "characters")
         if any(not isinstance(c, str) or len(c) != 1 for c in chars) or cls(chars).chars != chars:
             raise ValueError(f"{path}: not a character list as gpt-train writes it ({UNK!r} first, then single "
                              "characters in sorted order, each once)")

@@ -10,11 +10,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 
-from ..io import atomic_write
+from ..io import atomic_write, read_input
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+
+# What a vocabulary file (vocab.txt, vocab.json, merges.txt, chars.json) may hold, checked before
+# it is decoded: the largest released vocabularies have about 250,000 tokens (a few MB of file;
+# BERT's vocab.txt is 230 KB, GPT-2's vocab.json 1 MB), and a crafted file of millions of tokens
+# would be turned into Python strings and dicts many times its size before anything else is checked.
+MAX_VOCAB_BYTES = 32 << 20
+MAX_VOCAB_TOKENS = 1 << 20
+
+
+def check_vocab_count(count: int, path, what: str = "tokens"):
+    """Refuse a vocabulary file of more than MAX_VOCAB_TOKENS entries, naming it."""
+    if count > MAX_VOCAB_TOKENS:
+        raise ValueError(f"{path}: {count:,} {what}, more than a vocabulary may hold ({MAX_VOCAB_TOKENS:,}; the "
+                         "largest released vocabularies have about 250,000)")
 
 
 class Vocab:
@@ -40,7 +53,8 @@ class Vocab:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Vocab":
-        data = Path(path).read_bytes()
+        data = read_input(path, MAX_VOCAB_BYTES, what="vocabulary file")  # a regular file, size capped
+        check_vocab_count(data.count(b"\n") + (not data.endswith(b"\n")), path, "lines")
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
