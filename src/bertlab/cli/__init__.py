@@ -37,11 +37,22 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.add_parser(subparsers)
-    for sub in subparsers.choices.values():  # every command that may build a model from a config
-        sub.add_argument("--max-model-gb", metavar="GB", type=args_module.positive_float, default=None,
-                         help="refuse, before allocating anything, a model whose config implies more memory than "
-                              "this (weights in float32; four times that to train); default: half this machine's memory")
+    add_memory_limit(subparsers, default=None)
     return parser
+
+
+def add_memory_limit(subparsers, default):
+    """--max-model-gb on every command and every action of a command (`bertlab word2vec train ...
+    --max-model-gb GB` as well as `bertlab word2vec --max-model-gb GB train ...`): whatever may build
+    a model, tables or a search from numbers it was handed checks them against it first."""
+    for sub in {id(p): p for p in subparsers.choices.values()}.values():  # an alias names the same parser
+        sub.add_argument("--max-model-gb", metavar="GB", type=args_module.positive_float, default=default,
+                         help="refuse, before allocating anything, a model (or vectors, or a beam search) that "
+                              "needs more memory than this (float32 weights; four times that to train); default: "
+                              "half this machine's memory")
+        for action in sub._actions:  # an action's own flag must not reset the command's (SUPPRESS)
+            if isinstance(action, argparse._SubParsersAction):
+                add_memory_limit(action, default=argparse.SUPPRESS)
 
 
 def main(argv=None) -> int:

@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from .args import add_run_arguments, nonnegative_float, positive_float, positive_int, word2vec_window
+from .args import add_run_arguments, nonnegative_float, positive_int, word2vec_window
 
 EXAMPLE = """examples:
   bertlab data english-corpus -o corpus --min-mb 0
@@ -74,10 +74,6 @@ def add_parser(subparsers):
     c.add_argument("--partner", action="append", default=[],
                    help="another word of every sentence to measure the word against (repeat)")
     c.set_defaults(run=run_contrast)
-    for action in (t, n, a, c):  # `bertlab word2vec ACTION ... --max-model-gb GB` as well as before ACTION
-        action.add_argument("--max-model-gb", metavar="GB", type=positive_float, default=argparse.SUPPRESS,
-                            help="refuse, before allocating them, vectors (or a model) that need more memory than this "
-                                 "(float32; default: half this machine's memory)")
     p.set_defaults(run=lambda args: p.print_help())
 
 
