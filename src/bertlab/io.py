@@ -467,13 +467,14 @@ MAX_JSON_BYTES = 64 << 20
 MAX_JSON_DEPTH = 64
 
 
-def read_json(path, expect=dict, max_bytes: int = MAX_JSON_BYTES, fields: dict | None = None):
+def read_json(path, expect=dict, max_bytes: int = MAX_JSON_BYTES, fields: dict | None = None,
+              what: str = "settings file"):
     """A JSON file's value; ValueError naming the file for a file that is not a regular one or is
     too large, bytes that are not UTF-8, text that is not JSON (with line and column), NaN or
     Infinity (not JSON), nesting deeper than MAX_JSON_DEPTH, a value of the wrong kind (an object, by
     default), or a field of the wrong type (`fields`: {name: type or tuple of types}, checked where
     the field is present; see check_types)."""
-    data = read_input(path, max_bytes, what="settings file")
+    data = read_input(path, max_bytes, what=what)
     return parse_json(data, path, expect, fields)
 
 

@@ -176,7 +176,7 @@ def read_vocab(path) -> dict[str, int]:
     """vocab.json: {token: id} with the ids 0 .. size-1, each once (GPT-2's and the subword
     vocabulary's; a gap would make a model of the largest id's size). The file and its token count
     are capped (vocab.MAX_VOCAB_BYTES, MAX_VOCAB_TOKENS)."""
-    vocab = read_json(path, max_bytes=MAX_VOCAB_BYTES)
+    vocab = read_json(path, max_bytes=MAX_VOCAB_BYTES, what="vocabulary file")
     check_vocab_count(len(vocab), path)
     bad = next((t for t, i in vocab.items() if isinstance(i, bool) or not isinstance(i, int) or i < 0), None)
     if bad is not None:

@@ -45,7 +45,7 @@ class CharTokenizer:
     def from_folder(cls, folder) -> "CharTokenizer":
         """chars.json as save() writes it; any other list would shift every id the model learned."""
         path = os.path.join(folder, "chars.json")
-        chars = read_json(path, expect=list, max_bytes=MAX_VOCAB_BYTES)
+        chars = read_json(path, expect=list, max_bytes=MAX_VOCAB_BYTES, what="vocabulary file")
         check_vocab_count(len(chars), path, "characters")
         if any(not isinstance(c, str) or len(c) != 1 for c in chars) or cls(chars).chars != chars:
             raise ValueError(f"{path}: not a character list as gpt-train writes it ({UNK!r} first, then single "
