@@ -16,7 +16,7 @@ from collections import Counter
 import numpy as np
 import torch
 
-from ..io import atomic_write, atomic_write_text, read_lines
+from ..io import atomic_write, atomic_write_text, input_size, read_json, read_lines
 from ..progress import progress_bar
 
 CHUNK_LINES = 64  # lines per held-out/train unit
@@ -92,18 +92,65 @@ def prepare_token_files(paths, tokenizer, folder, val_fraction: float = 0.05, ex
     return meta
 
 
-def load_tokens(path) -> np.memmap:
-    with open(os.path.join(os.path.dirname(path), "meta.json"), encoding="utf-8") as f:
-        meta = json.load(f)
-    return np.memmap(path, dtype=np.dtype(meta["dtype"]), mode="r")
+# The dtypes prepare_token_files writes (_dtype). meta.json's "dtype" went straight into np.memmap,
+# and "O" made it read the file's bytes as object pointers (a segfault); any other is refused.
+TOKEN_DTYPES = ("uint16", "uint32")
+META_FIELDS = {"dtype": str, "vocab_size": int, "unigram_val_perplexity": float}
+
+
+def read_meta(folder) -> dict:
+    """A token folder's meta.json (io.read_json): the token dtype one we write, a vocabulary size
+    above 0 and the unigram baseline, each of its type; else a ValueError naming the file."""
+    path = os.path.join(folder, "meta.json")
+    meta = read_json(path, fields=META_FIELDS)
+    missing = [name for name in META_FIELDS if name not in meta]
+    if missing:
+        raise ValueError(f"{path}: has no {missing[0]}; not the meta.json of a token folder")
+    if meta["dtype"] not in TOKEN_DTYPES:
+        raise ValueError(f"{path}: dtype {meta['dtype']!r}: token files hold {' or '.join(TOKEN_DTYPES)} ids")
+    if meta["vocab_size"] <= 0:
+        raise ValueError(f"{path}: vocab_size {meta['vocab_size']}: must be at least 1")
+    return meta
+
+
+def load_tokens(path, vocab_size: int | None = None) -> np.memmap:
+    """The token ids of a token file (train.bin, val.bin), memory-mapped and checked once, here: of
+    meta.json's dtype, a whole number of ids, every id below `vocab_size` (the model's; by default
+    meta.json's, which must then agree). An id past the vocabulary would fail far from its cause (or,
+    on a GPU, read beyond the embedding table)."""
+    meta = read_meta(os.path.dirname(path))
+    if vocab_size is not None and vocab_size != meta["vocab_size"]:
+        raise ValueError(f"{os.path.join(os.path.dirname(path), 'meta.json')}: the token ids are of a "
+                         f"{meta['vocab_size']:,}-token vocabulary, but the model has {vocab_size:,}")
+    dtype = np.dtype(meta["dtype"])
+    size = input_size(path)  # a regular file
+    if size % dtype.itemsize:
+        raise ValueError(f"{path}: {size:,} bytes, not a whole number of {dtype.name} token ids; truncated or corrupt")
+    if size == 0:  # np.memmap refuses an empty file
+        return np.zeros(0, dtype)
+    tokens = np.memmap(path, dtype=dtype, mode="r")
+    check_token_ids(tokens, meta["vocab_size"], path)
+    return tokens
+
+
+def check_token_ids(tokens: np.ndarray, vocab_size: int, path, chunk: int = 1 << 24):
+    """Every id below `vocab_size`, or a ValueError naming the file and the first id past it; read a
+    chunk at a time (a token file may be larger than memory)."""
+    for start in range(0, len(tokens), chunk):
+        part = tokens[start:start + chunk]
+        if part.max() >= vocab_size:
+            first = start + int(np.argmax(part >= vocab_size))
+            raise ValueError(f"{path}: token id {int(tokens[first])} at position {first:,} is past the "
+                             f"{vocab_size:,}-token vocabulary; the file is corrupt or of another tokenizer")
 
 
 class TokenStream:
     """Random contiguous (block_size + 1)-token windows of a token file; rank r of w samples only
     from the r-th of w equal parts, so data-parallel ranks see different text."""
 
-    def __init__(self, path, block_size: int, seed: int = 0, rank: int = 0, world_size: int = 1):
-        tokens = load_tokens(path)
+    def __init__(self, path, block_size: int, seed: int = 0, rank: int = 0, world_size: int = 1,
+                 vocab_size: int | None = None):
+        tokens = load_tokens(path, vocab_size)
         part = len(tokens) // world_size
         self.tokens = tokens[rank * part:(rank + 1) * part]
         if len(self.tokens) <= block_size + 1:
@@ -122,12 +169,14 @@ class TokenStream:
         return {"generator": self.generator.get_state()}
 
     def load_state_dict(self, state: dict):
-        self.generator.set_state(state["generator"])
+        from ..training.checkpoint import expect_fields, set_generator_state
+        expect_fields(state, {"generator": torch.Tensor}, "the token stream's position")
+        set_generator_state(self.generator, state["generator"], "the token stream's generator")
 
 
-def eval_blocks(path, block_size: int, max_tokens: int | None = None):
+def eval_blocks(path, block_size: int, max_tokens: int | None = None, vocab_size: int | None = None):
     """Consecutive non-overlapping (x, y) blocks covering the held-out file (or its first max_tokens)."""
-    tokens = load_tokens(path)
+    tokens = load_tokens(path, vocab_size)
     if max_tokens:
         tokens = tokens[:max_tokens + 1]
     n = (len(tokens) - 1) // block_size

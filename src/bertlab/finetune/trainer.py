@@ -97,8 +97,19 @@ class Batches:
                 "queue": [[int(i) for i in batch] for batch in self.queue]}
 
     def load_state_dict(self, state: dict):
-        self.epoch, self.queue = state["epoch"], state["queue"]
-        self.rng.bit_generator.state = state["rng"]
+        from ..training.checkpoint import check_count, expect_fields, set_bit_generator_state
+        expect_fields(state, {"epoch": int, "rng": dict, "queue": list}, "the batch position")
+        epoch = check_count(state["epoch"], "the batch position's epoch", whole=True)
+        # the epoch's batches still to read: each of 1 to batch_size indices of this run's examples
+        # (a crafted index past them would fail mid-run, a negative one silently read another example)
+        n = len(self.features)
+        for i, batch in enumerate(state["queue"]):
+            if not (isinstance(batch, list) and 1 <= len(batch) <= self.batch_size and
+                    all(type(k) is int and 0 <= k < n for k in batch)):
+                raise ValueError(f"the batch position's queue[{i}] is not a batch of 1 to {self.batch_size} "
+                                 f"example indices below {n}")
+        set_bit_generator_state(self.rng, state["rng"], "the batch generator")
+        self.epoch, self.queue = epoch, state["queue"]
 
 
 @torch.no_grad()
@@ -217,8 +228,16 @@ class FineTuning(Objective):
         return {"batches": self.batches.state_dict(), "best": self.best}
 
     def load_state_dict(self, state):
+        from ..training.checkpoint import check_count, expect_fields
+        expect_fields(state, {"batches": dict, "best": dict}, "the fine-tuning position")
         self.batches.load_state_dict(state["batches"])
-        self.best = state["best"]
+        best = expect_fields(state["best"], {"score": (float, type(None)), "step": int, "metrics": (dict, type(None)),
+                                             "since": int}, "the best evaluation")
+        if best["score"] is not None and not math.isfinite(best["score"]):  # a NaN would never be beaten
+            raise ValueError(f"the best evaluation's score is {best['score']!r}; it must be finite")
+        check_count(best["step"], "the best evaluation's step", whole=True, most=self.run.step)
+        check_count(best["since"], "the evaluations since the best", whole=True)
+        self.best = best
 
     def identity(self):
         """The task, the settings that decide what the run computes, and the training data."""

@@ -45,6 +45,9 @@ class DataOrder:
                 "num_instances": self.n, "global_batch": self.global_batch}
 
     def load_state_dict(self, state: dict):
+        from ..training.checkpoint import check_count, expect_fields
+        expect_fields(state, {"epoch": int, "permutation_seed": list, "index": int, "num_instances": int,
+                              "global_batch": int}, "the data order")
         if (state["num_instances"], state["global_batch"]) != (self.n, self.global_batch):
             raise ValueError(f"the saved data position is for {state['num_instances']} instances in global "
                              f"micro-batches of {state['global_batch']}; this run has {self.n} and "
@@ -52,4 +55,11 @@ class DataOrder:
         if state["permutation_seed"] != self.permutation_seed(state["epoch"]):
             raise ValueError(f"the saved data order was drawn with seed {state['permutation_seed'][0]}, "
                              f"not --seed {self.seed}")
+        # an index past the instances would read empty batches; one between global micro-batches,
+        # rows another process also reads
+        check_count(state["epoch"], "the data order's epoch", whole=True)
+        check_count(state["index"], "the data order's index", whole=True, most=self.n)
+        if state["index"] % self.global_batch:
+            raise ValueError(f"the data order's index {state['index']} is not a multiple of the global micro-batch "
+                             f"{self.global_batch}")
         self.epoch, self.index = state["epoch"], state["index"]

@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..io import open_input, parse_json
 from ..validate import check_fields, check_number, fraction, positive_int
 from .masking import create_masked_lm_predictions, jieba_continues, ref_continues
 from .shards import id_dtype
@@ -120,7 +121,7 @@ def corpus_lines(path, encoding_errors: str = "strict", counts: Counter | None =
     counts = Counter() if counts is None else counts
     check_text_files([path])
     offset = 0
-    with open(path, "rb") as f:
+    with open_input(path) as f:  # a regular file: a named pipe would block, a device never end
         for number, raw in enumerate(f, 1):
             try:
                 text = raw.decode("utf-8")
@@ -141,12 +142,12 @@ def corpus_lines(path, encoding_errors: str = "strict", counts: Counter | None =
 
 def _ref_lines(path):
     """(line number, positions) of a Chinese reference file: one JSON list of ints a line."""
-    import json
     for number, text in corpus_lines(path):
-        try:
-            positions = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{number}: not a JSON list ({e.msg})") from None
+        try:  # parse_json: depth-limited (a deeply nested line would exhaust Python's recursion), no NaN
+            positions = parse_json(text, "", expect=None)
+        except ValueError as e:
+            reason = str(e).lstrip(":0123456789 ")  # parse_json's message without its (empty) place
+            raise ValueError(f"{path}:{number}: not a JSON list ({reason})") from None
         if not isinstance(positions, list) or not all(isinstance(p, int) and p >= 1 for p in positions):
             raise ValueError(f"{path}:{number}: expected a JSON list of piece positions >= 1 "
                              f"(position 0 is [CLS]), got {text[:60]!r}")

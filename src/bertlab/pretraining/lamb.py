@@ -15,6 +15,8 @@ import torch
 
 
 class Lamb(torch.optim.Optimizer):
+    state_keys = ("step", "exp_avg", "exp_avg_sq")  # per parameter; a resumed checkpoint is checked for them
+
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.01):
         if lr < 0 or eps < 0 or not all(0 <= b < 1 for b in betas):
             raise ValueError(f"invalid LAMB settings lr={lr} betas={betas} eps={eps}")

@@ -28,6 +28,8 @@ from functools import cached_property
 
 import numpy as np
 
+from ..io import inside, open_input
+
 STATIC_FIELDS = ("input_ids", "segment_ids", "lengths", "next_sentence_labels")
 MASK_FIELDS = ("masked_lm_positions", "masked_lm_ids", "masked_lm_counts")
 SPAN_FIELD = "masked_lm_boundaries"  # optional: folders written before span masking lack it
@@ -138,11 +140,14 @@ class PretrainingData:
         self.span_boundaries = bool(self.meta.get("span_boundaries")) and not self.dynamic
         fields = STATIC_FIELDS + (() if self.dynamic else MASK_FIELDS) + ((SPAN_FIELD,) if self.span_boundaries else ())
         self.shards = [{f: self._open(s, f) for f in fields} for s in self.meta["shards"]]
+        for shard, arrays in zip(self.meta["shards"], self.shards):
+            self._check_values(shard, arrays)
         self.offsets = np.cumsum([0] + [s["instances"] for s in self.meta["shards"]])
 
     def _open(self, shard: dict, field: str) -> np.ndarray:
-        path = os.path.join(self.folder, f"{shard['name']}.{field}.npy")
-        with open(path, "rb") as f:  # a missing shard: FileNotFoundError names it
+        # a name from meta.json: "../x" or "/x" would read outside the folder
+        path = inside(self.folder, f"{shard['name']}.{field}.npy", "shard")
+        with open_input(path) as f:  # a missing shard: FileNotFoundError names it
             magic = f.read(6)
         if magic != b"\x93NUMPY":
             raise ValueError(f"{path}: not a .npy file (corrupt or empty)")
@@ -158,7 +163,45 @@ class PretrainingData:
             expected = (shard["instances"], self.meta["max_predictions_per_seq"], 2)
         if array.shape != expected:
             raise ValueError(f"{path}: holds an array of shape {array.shape}, but meta.json says {expected}")
+        dtype = np.dtype(id_dtype(self.meta["vocab_size"]) if field in ID_FIELDS else FIELD_DTYPES[field])
+        if array.dtype != dtype:  # float ids were truncated by the batch's cast and trained on
+            raise ValueError(f"{path}: holds {array.dtype} values, but create-pretraining-data writes {field} as "
+                             f"{dtype}; the shard is corrupt or was written by something else")
         return array
+
+    def _check_values(self, shard: dict, arrays: dict):
+        """Every value of a shard in range, checked once when the folder is opened (vectorised, each
+        shard read through once): ids within the vocabulary (past it the embedding lookup fails far
+        from the cause, or reads out of bounds on a GPU), lengths within the sequence length, segments
+        and labels 0 or 1, predictions within their instance. Errors name the file and the first bad
+        instance."""
+        L, P, V = self.meta["max_seq_length"], self.meta["max_predictions_per_seq"], self.meta["vocab_size"]
+
+        def path(field):
+            return os.path.join(self.folder, f"{shard['name']}.{field}.npy")
+
+        lengths = np.asarray(arrays["lengths"])
+        _in_range(lengths, 1, L, path("lengths"), f"a length outside 1 to {L}")
+        _in_range(arrays["input_ids"], 0, V - 1, path("input_ids"), f"token ids beyond its {V}-token vocabulary")
+        _in_range(arrays["segment_ids"], 0, 1, path("segment_ids"), "a segment id other than 0 or 1")
+        _in_range(arrays["next_sentence_labels"], 0, 1, path("next_sentence_labels"), "a label other than 0 or 1")
+        if self.dynamic:
+            return
+        counts = np.asarray(arrays["masked_lm_counts"])
+        _in_range(counts, 0, P, path("masked_lm_counts"), f"a prediction count above {P}")
+        _in_range(arrays["masked_lm_ids"], 0, V - 1, path("masked_lm_ids"),
+                  f"token ids beyond its {V}-token vocabulary")
+        unused = np.arange(P)[None, :] >= counts[:, None]  # the padding slots of each instance
+
+        def within(positions):  # a batch is cut to its longest instance: a position past it fails mid-run
+            return (positions >= 0) & (positions < lengths[:, None])
+
+        _refuse_first(within(np.asarray(arrays["masked_lm_positions"])) | unused, path("masked_lm_positions"),
+                      "a prediction position outside its instance")
+        if SPAN_FIELD in arrays:
+            spans = np.asarray(arrays[SPAN_FIELD])
+            _refuse_first((within(spans[..., 0]) & within(spans[..., 1])) | unused, path(SPAN_FIELD),
+                          "a span boundary outside its instance")
 
     @cached_property
     def vocab(self):
@@ -218,19 +261,44 @@ class PretrainingData:
                 "next_sentence_labels": torch.from_numpy(r["next_sentence_labels"].astype(np.int64))}
 
 
+# The dtypes ShardWriter writes (the id fields: id_dtype of the vocabulary size)
+ID_FIELDS = ("input_ids", "masked_lm_ids")
+FIELD_DTYPES = {"segment_ids": np.uint8, "lengths": np.int16, "next_sentence_labels": np.uint8,
+                "masked_lm_positions": np.int16, "masked_lm_counts": np.uint8, SPAN_FIELD: np.int16}
+
+
+def _in_range(values, low: int, high: int, path, what: str):
+    """Every value from low to high, or a ValueError naming the file and the first instance holding another."""
+    values = np.asarray(values)
+    if values.size and (values.min() < low or values.max() > high):
+        _refuse_first((values >= low) & (values <= high), path, what)
+
+
+def _refuse_first(ok: np.ndarray, path, what: str):
+    """A ValueError naming the file and the first instance (row) where `ok` is not all True, if any."""
+    if not ok.all():
+        row = int(np.argmin(ok.reshape(len(ok), -1).all(axis=1)))
+        raise ValueError(f"{path}: {what} in instance {row}; the shard is corrupt")
+
+
 META_FIELDS = {"max_seq_length": int, "max_predictions_per_seq": int, "vocab_size": int, "dynamic_masking": bool,
                "nsp": bool, "shards": list}
 
 
 def _checked_meta(meta: dict, path) -> dict:
     """meta.json as written by write_meta, or a ValueError naming the file and what is wrong."""
-    wrong = [k for k, kind in META_FIELDS.items() if not isinstance(meta.get(k), kind)]
+    wrong = [k for k, kind in META_FIELDS.items()
+             if not isinstance(meta.get(k), kind) or kind is int and isinstance(meta.get(k), bool)]
     if not wrong:
         wrong = [f"shards[{i}]" for i, s in enumerate(meta["shards"])
-                 if not (isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("instances"), int)
+                 if not (isinstance(s, dict) and isinstance(s.get("name"), str) and type(s.get("instances")) is int
                          and s["instances"] >= 0)]
     if not wrong and not (meta["max_seq_length"] > 0 and meta["vocab_size"] > 0 and meta["shards"]):
         wrong = ["max_seq_length, vocab_size or shards (empty or zero)"]
+    if not wrong and not isinstance(meta.get("settings", {}), dict):
+        wrong = ["settings"]
+    if not wrong and not (meta["max_seq_length"] <= 32767 and 0 <= meta["max_predictions_per_seq"] <= 255):
+        wrong = ["max_seq_length or max_predictions_per_seq (beyond what the shards' int16 and uint8 fields hold)"]
     if wrong:
         raise ValueError(f"{path}: not a create-pretraining-data meta.json (missing or wrong: {', '.join(wrong)})")
     return meta

@@ -18,6 +18,7 @@ from .. import validate
 from ..models import AlbertConfig, AlbertForPreTraining, BertConfig, BertForPreTraining
 from ..models.albert_config import ALBERT_PRESETS, albert_preset
 from ..models.span_boundary import BertForSpanBoundaryPreTraining
+from ..training.checkpoint import expect_fields
 from ..training.engine import Objective, fit
 from ..training.optim import make_adamw, param_groups
 from ..training.settings import RunSettings, optional
@@ -278,8 +279,14 @@ class MaskedLMPretraining(Objective):
         return {"orders": [p.order.state_dict() for p in self.phases]}
 
     def load_state_dict(self, state):
-        for phase, order in zip(self.phases, state["orders"]):
-            phase.order.load_state_dict(order)
+        expect_fields(state, {"orders": list}, "the pretraining position")
+        if len(state["orders"]) != len(self.phases):  # zip would leave a phase at its start
+            raise ValueError(f"{len(state['orders'])} data orders, but this run has {len(self.phases)} phases")
+        for number, (phase, order) in enumerate(zip(self.phases, state["orders"]), 1):
+            try:
+                phase.order.load_state_dict(order)
+            except ValueError as e:
+                raise ValueError(f"phase {number}: {e}") from None
 
     def identity(self):
         identity = {"optimizer": self.s.optimizer, "phases": len(self.phases)}

@@ -68,8 +68,12 @@ class UniLMPretraining(MaskedLMPretraining):
         return {**super().state_dict(), "masks": dict(self.counts)}
 
     def load_state_dict(self, state):
+        from ..training.checkpoint import check_count, expect_fields
         super().load_state_dict(state)
-        self.counts = dict(state["masks"])
+        counts = expect_fields(state, {"masks": dict}, "the UniLM position")["masks"]
+        if set(counts) != set(MASKS):
+            raise ValueError(f"the UniLM mask counts are of {sorted(map(str, counts))}, not {list(MASKS)}")
+        self.counts = {kind: check_count(counts[kind], f"the UniLM {kind} mask count", whole=True) for kind in MASKS}
 
     def identity(self):
         return {**super().identity(), "objective": "unilm"}

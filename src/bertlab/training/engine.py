@@ -18,7 +18,8 @@ import torch
 
 from .. import progress, validate
 from ..device import autocast_dtype, peak_tflops, pick_device, resolve_precision
-from .checkpoint import read_checkpoint, rng_states, set_rng_states, write_checkpoint
+from .checkpoint import (check_state_against, read_checkpoint, rng_states, same_data, set_rng_states,
+                         write_checkpoint)
 from .distributed import all_agree, barrier, cleanup, gather_objects, rank_device, setup_distributed, sum_across
 from .metrics import MetricsLog, plot_curves
 from .parallel import full_state, gradient_sync, load_full_state, meta_copy, unsharded_copy, wrap_model
@@ -217,31 +218,54 @@ class Run:
     def restore(self):
         state = read_checkpoint(self.ckpt)
         saved, now = state["extra"], self._extra()
-        if saved.get("model") != now["model"]:
-            config = self.objective.config()
-            raise ValueError(f"{self.ckpt}: was trained with {type(config).from_dict(saved['model'])}, "
-                             f"not {config}; use another --out")
-        if saved.get("objective") != now["objective"]:
-            raise ValueError(f"{self.ckpt}: the run was started with other "
-                             f"{differences(saved.get('objective'), now['objective'])}; --resume needs the same "
+        if not same_data(saved.get("model"), now["model"]):
+            raise ValueError(f"{self.ckpt}: was trained with {self._trained_with(saved.get('model'))}, not "
+                             f"{self.objective.config()}; use another --out")
+        if not same_data(saved.get("objective"), now["objective"]):
+            try:
+                other = differences(saved.get("objective"), now["objective"])
+            except (RuntimeError, TypeError, ValueError):  # a crafted entry (a tensor) that == cannot compare
+                other = "training data or settings"
+            raise ValueError(f"{self.ckpt}: the run was started with other {other}; --resume needs the same "
                              "data and settings (or start again with --overwrite)")
         ranks = state["data"]
         if len(ranks) != self.info.world_size:
             raise ValueError(f"{self.ckpt}: saved by {len(ranks)} processes, resumed with {self.info.world_size}")
+        # every entry against what it is loaded into, before anything is loaded: a moment of the wrong
+        # shape made the fused AdamW write out of bounds (training/checkpoint.py)
+        check_state_against(self.model, self.optimizer, state, self.ckpt, scheduler=self.scheduler,
+                            scaler=self.scaler, total_steps=self.total_steps, rank=self.info.rank,
+                            whole=self.skeleton)
         load_full_state(self.net, self.optimizer, state["model"], state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler and saved.get("scaler"):
             self.scaler.load_state_dict(saved["scaler"])
-        self.objective.load_state_dict(ranks[self.info.rank]["objective"])
-        self.objective.load_shared_state(saved)
-        set_rng_states(ranks[self.info.rank]["rng"])
+        # the counters first, so that an objective can check its position against the step
         self.step, self.units, self.train_seconds = state["step"], saved["units"], saved["train_seconds"]
         self.compile_seconds, self.compile_units, self.compile_flops = saved.get("compile", (0.0, 0.0, 0.0))
         self.flops = saved.get("flops")
         self.last_eval = saved.get("last_eval")
+        try:  # the objective's own checks name the entry; the file is named here
+            self.objective.load_state_dict(ranks[self.info.rank]["objective"])
+        except ValueError as e:
+            raise ValueError(f"{self.ckpt}: data position of process {self.info.rank}: {e}") from None
+        try:
+            self.objective.load_shared_state(saved)
+        except ValueError as e:
+            raise ValueError(f"{self.ckpt}: {e}") from None
+        set_rng_states(ranks[self.info.rank]["rng"])
         self.log.truncate_after(self.step)
         if self.is_main:  # said even with progress off: which checkpoint was continued is part of the result
             progress.write(f"resuming {self.ckpt} at step {self.step} of {self.total_steps}")
+
+    def _trained_with(self, saved_model) -> str:
+        """The model a checkpoint names, in words (its config), or "another model" where that is not
+        a config at all."""
+        config = self.objective.config()
+        try:
+            return str(type(config).from_dict(saved_model))
+        except Exception:  # noqa: BLE001 - a crafted entry: any config error means "not this model"
+            return "another model"
 
     def whole_model(self) -> torch.nn.Module:
         """The model to evaluate and hand out: self.model, or under FSDP an ordinary module holding

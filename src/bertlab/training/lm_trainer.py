@@ -2,7 +2,6 @@
 cross-entropy, AdamW (GPT-3's betas) with warmup + cosine, held-out loss and perplexity.
 fit() does the rest (accumulation, precision, torchrun, resume, logging)."""
 import contextlib
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -10,8 +9,9 @@ from dataclasses import dataclass
 import torch
 
 from .. import validate
-from ..data.token_stream import TokenStream, eval_blocks
+from ..data.token_stream import TokenStream, eval_blocks, read_meta
 from ..models.gpt import GPT, GPTConfig
+from .checkpoint import expect_fields
 from .distributed import DistInfo, sum_across
 from .engine import Objective, fit
 from .schedules import SCHEDULES, make_scheduler
@@ -78,9 +78,10 @@ class LanguageModeling(Objective):
 
     def setup(self, run):
         s, self.run = self.s, run
+        # ids checked against the model's vocabulary once, here (data.token_stream.load_tokens)
         self.stream = TokenStream(os.path.join(s.data, "train.bin"), s.block_size, s.seed, run.info.rank,
-                                  run.info.world_size)
-        self.val = eval_blocks(os.path.join(s.data, "val.bin"), s.block_size, s.eval_tokens)
+                                  run.info.world_size, vocab_size=s.model.vocab_size)
+        self.val = eval_blocks(os.path.join(s.data, "val.bin"), s.block_size, s.eval_tokens, s.model.vocab_size)
         return GPT(s.model).to(run.device)
 
     def scheduler(self, optimizer, s, total_steps):
@@ -117,6 +118,7 @@ class LanguageModeling(Objective):
         return {"stream": self.stream.state_dict()}
 
     def load_state_dict(self, state):
+        expect_fields(state, {"stream": dict}, "the language model's position")
         self.stream.load_state_dict(state["stream"])
 
     def summary(self, summary):
@@ -124,8 +126,7 @@ class LanguageModeling(Objective):
         baseline a model must beat to have learned anything beyond token frequencies."""
         tokens_per_step = self.s.batch_size * self.s.block_size * self.s.grad_accum * summary["world_size"]
         val = summary["held_out"]["loss"]
-        with open(os.path.join(self.s.data, "meta.json"), encoding="utf-8") as f:
-            unigram = json.load(f)["unigram_val_perplexity"]
+        unigram = read_meta(self.s.data)["unigram_val_perplexity"]
         return {**summary, "tokens_per_step": tokens_per_step, "train_tokens_seen": summary["steps"] * tokens_per_step,
                 "last_train_loss": summary["last_train"].get("loss"), "val_loss": val, "val_perplexity": math.exp(val),
                 "unigram_val_perplexity": unigram}

@@ -19,6 +19,7 @@ from ..interop.translation_folder import save_translation_model
 from ..io import read_lines
 from ..models.transformer import Seq2SeqTransformer, TransformerConfig
 from ..tokenization.subword import SubwordTokenizer
+from .checkpoint import check_count, check_model_state, expect_fields
 from .distributed import DistInfo, gather_objects, sum_across
 from .engine import Objective, fit
 from .metrics import plot_curves, plot_learning_curve
@@ -150,7 +151,13 @@ class BatchStream:
         return {"epoch": self.epoch, "index": self.index}
 
     def load_state_dict(self, state: dict):
-        self.epoch, self.index, self._batches = state["epoch"], state["index"], None
+        expect_fields(state, {"epoch": int, "index": int}, "the batch stream's position")
+        epoch = check_count(state["epoch"], "the batch stream's epoch", whole=True)
+        batches = self.data.batches(epoch, self.max_tokens, seed=self.seed)  # what _take would make
+        # past the epoch's batches, _take would fail on its next turn; a negative index reads from the end
+        self.index = check_count(state["index"], f"the batch stream's index in epoch {epoch}", whole=True,
+                                 most=len(batches))
+        self.epoch, self._batches = epoch, batches
 
 
 def step_loss_of(pad_id, epsilon, step_tokens, micro_batches, device):
@@ -281,13 +288,27 @@ class Translation(Objective):
         return {"stream": self.stream.state_dict()}
 
     def load_state_dict(self, state):
-        self.stream.load_state_dict(state["stream"])
+        self.stream.load_state_dict(expect_fields(state, {"stream": dict}, "the translation position")["stream"])
 
     def shared_state(self):
         return {"snapshots": self.snapshots}
 
     def load_shared_state(self, extra):
-        self.snapshots = self.kept([tuple(snapshot) for snapshot in extra["snapshots"]])
+        """The snapshots --average-last averages: each (step, weights) at a step up to the run's,
+        in order, its weights this model's (checkpoint.check_model_state)."""
+        expect_fields(extra, {"snapshots": list}, "extra")
+        snapshots, last = self.kept(extra["snapshots"]), 0
+        model = self.run.skeleton if self.run.skeleton is not None else self.run.model
+        for i, snapshot in enumerate(snapshots):
+            where = f"extra: snapshot {i}"
+            if not (isinstance(snapshot, (list, tuple)) and len(snapshot) == 2):
+                raise ValueError(f"{where} is not a (step, weights) pair")
+            step = check_count(snapshot[0], f"{where}'s step", whole=True, most=self.run.step)
+            if step <= last:
+                raise ValueError(f"{where}'s step {step} does not follow the snapshot before it (step {last})")
+            last = step
+            check_model_state(model, snapshot[1], f"{where}: model")
+        self.snapshots = [tuple(snapshot) for snapshot in snapshots]
 
     def identity(self):
         """What the data position indexes: the batches of these pairs cut by this budget in this order."""

@@ -21,6 +21,7 @@ from ..models import BertConfig, BertForPreTraining
 from ..models.unilm import seq2seq_example
 from ..pretraining.data_order import DataOrder
 from ..pretraining.loss import pretraining_loss
+from .checkpoint import expect_fields
 from .engine import Objective, fit
 from .settings import RunSettings, optional
 
@@ -172,7 +173,7 @@ class UniLMFineTuning(Objective):
         return {"order": self.order.state_dict()}
 
     def load_state_dict(self, state):
-        self.order.load_state_dict(state["order"])
+        self.order.load_state_dict(expect_fields(state, {"order": dict}, "the UniLM position")["order"])
 
     def identity(self):
         return {"train_pairs": len(self.train), "max_source_tokens": self.s.max_source_tokens,

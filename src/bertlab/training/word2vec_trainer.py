@@ -29,7 +29,7 @@ from ..data.word2vec_corpus import (Vocabulary, build_vocabulary, cbow_contexts,
                                     keep_probability, noise_distribution, skipgram_pairs)
 from ..inference.word_vectors import save_word2vec
 from ..models.word2vec import Word2Vec
-from .checkpoint import check_resume
+from .checkpoint import check_count, check_resume, expect_fields, set_bit_generator_state
 from .engine import Objective, fit
 from .schedules import make_scheduler
 from .settings import RunSettings
@@ -110,7 +110,7 @@ class Word2VecObjective(Objective):
         if run.info.world_size > 1:
             raise ValueError("word2vec trains in one process (its updates are sparse and its steps small); "
                              "run it without torchrun")
-        self.device = run.device
+        self.device, self.run = run.device, run
         return Word2Vec(len(self.vocab.words), self.s.dim).to(run.device)
 
     def plan(self, s):
@@ -157,8 +157,11 @@ class Word2VecObjective(Objective):
         return {"position": self.position, "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state):
-        self.position = state["position"]
-        self.rng.bit_generator.state = state["rng"]
+        expect_fields(state, {"position": int, "rng": dict}, "the word2vec position")
+        # every micro-batch reads the next batch of words: a position is the micro-batches so far
+        self.position = check_count(state["position"], "the word2vec position", whole=True,
+                                    most=self.run.step * self.s.grad_accum)
+        set_bit_generator_state(self.rng, state["rng"], "the word2vec generator")
 
     def identity(self):
         settings = {k: v for k, v in self.s.to_dict().items()
