@@ -76,7 +76,7 @@ EXPECTED = {
     ("tokenize", "empty"): ["input.txt", "the file is empty"],
     ("tokenize", "blank-only"): None,  # one empty line per input line, as documented
     ("tokenize", "non-UTF-8"): ["input.txt:2: not valid UTF-8"],
-    ("tokenize", "folder"): ["input.txt", "directory"],
+    ("tokenize", "folder"): ["input.txt", "is a folder"],
     ("vocab", "missing"): ["input.txt: no such file"],
     ("vocab", "empty"): ["input.txt: has no text (the file is empty)"],
     ("vocab", "blank-only"): ["input.txt: has no text"],
@@ -91,7 +91,7 @@ EXPECTED = {
     ("data python-docs", "empty"): ["input.txt: the file is empty"],
     ("data python-docs", "blank-only"): ["no documents for train.txt", "nothing was written"],
     ("data python-docs", "non-UTF-8"): ["input.txt:2: not valid UTF-8"],
-    ("data python-docs", "folder"): ["input.txt", "directory"],
+    ("data python-docs", "folder"): ["input.txt", "is a folder"],
 }
 
 

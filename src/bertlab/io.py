@@ -447,7 +447,10 @@ def read_lines(path, allow_empty_file=False) -> list[str]:
 
 
 def decode_lines(data: bytes, path, allow_empty_file=False) -> list[str]:
-    """Split UTF-8 bytes into lines on "\\n" only; a trailing newline ends the last line."""
+    """Split UTF-8 bytes into lines on "\\n"; a "\\r" just before it belongs to the line end (a CRLF
+    file from Windows), not to the text: a prompt kept it and the model was fed a carriage return,
+    and a TSV's last column got it (a label "pos\\r" is another label). A "\\r" elsewhere is text.
+    A trailing newline ends the last line."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -455,7 +458,7 @@ def decode_lines(data: bytes, path, allow_empty_file=False) -> list[str]:
         raise ValueError(f"{path}:{line}: not valid UTF-8 (byte {data[e.start]:#04x} at offset {e.start})") from None
     if not text and not allow_empty_file:
         raise ValueError(f"{path}: the file is empty")
-    lines = text.split("\n")
+    lines = text.replace("\r\n", "\n").split("\n") if "\r\n" in text else text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return lines

@@ -13,15 +13,10 @@ CHUNK = 10_000  # lines per batch: big enough to amortise, small enough to strea
 def text_lines(path, allow_empty_file: bool = False, max_bytes: int | None = None, what: str = "file") -> list[str]:
     """The lines of a line-based text input (prompts, sentences to translate, references, merges.txt,
     vectors.txt; "-" is standard input), read with io.read_lines (or, with `max_bytes`, refused
-    before reading when larger), under one rule for line ends: a line ends at "\n", and a "\r"
-    just before it belongs to that end (a CRLF file from Windows), not to the text. A generate
-    prompt kept it and the model was fed a carriage return; the parallel-corpus TSV reader and
-    the pretraining reader already dropped it. A "\r" elsewhere in a line is text and is kept."""
+    before reading when larger); CRLF line ends as io.decode_lines reads them."""
     if max_bytes is None or os.fspath(path) == "-":
-        lines = read_lines(path, allow_empty_file)
-    else:
-        lines = decode_lines(read_input(path, max_bytes, what=what), path, allow_empty_file)
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+        return read_lines(path, allow_empty_file)
+    return decode_lines(read_input(path, max_bytes, what=what), path, allow_empty_file)
 
 
 def tokenize_file(vocab: str, file: str = "-", cased: bool = False, ids: bool = False) -> Iterator[str]:
