@@ -1,5 +1,7 @@
 """bertlab serve: models over HTTP with a JSON API, dynamic batching and a web page."""
 import argparse
+import ipaddress
+import re
 
 EXAMPLE = """examples:
   bertlab serve --model minilm=minilm                       # then open http://127.0.0.1:8000/
@@ -11,7 +13,10 @@ DIR is any folder `bertlab` reads (load_model): a packaged name such as "minilm"
 (embed, similar, attention; fill-mask when it has a masked-LM head), a `bertlab finetune` folder
 (classify, ner or qa), a GPT folder (generate) or a translation folder (translate). The API
 documentation is at /docs. Requests that arrive within --max-wait-ms of each other run as one batch
-of up to --max-batch-size texts; past --max-queue waiting requests the server answers 429."""
+of up to --max-batch-size texts; past --max-queue waiting requests the server answers 429.
+
+Every model is loaded before the server listens: one that fails to load stops it with the reason
+(exit 2), unless --keep-going. A request body past --max-body-bytes is refused (413) as it arrives."""
 
 
 def add_parser(subparsers):
@@ -24,8 +29,9 @@ def add_parser(subparsers):
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", action="append", required=True, metavar="NAME=DIR", type=model_spec,
                    help="a model to serve under NAME (repeatable)")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1: this machine only)")
-    p.add_argument("--port", type=positive_int, default=8000, help="port (8000)")
+    p.add_argument("--host", type=host_address, default="127.0.0.1",
+                   help="IP address or host name to listen on (127.0.0.1: this machine only; 0.0.0.0: every network)")
+    p.add_argument("--port", type=port_number, default=8000, help="port, 0 to 65535 (8000; 0: any free port)")
     p.add_argument("--max-batch-size", type=positive_int, default=32,
                    help="texts run together in one forward pass (32; 1 serves one request at a time)")
     p.add_argument("--max-wait-ms", type=nonnegative_float, default=5.0,
@@ -36,6 +42,12 @@ def add_parser(subparsers):
     p.add_argument("--max-texts", type=positive_int, default=64, help="texts per request (64; past it: 413)")
     p.add_argument("--max-new-tokens", type=positive_int, default=256,
                    help="the most tokens one generate request may ask for (256; past it: 413)")
+    p.add_argument("--max-body-bytes", type=positive_int, default=4 * 1024 * 1024, metavar="BYTES",
+                   help="the largest request body, counted as it arrives (4194304 = 4 MiB; past it: 413, before "
+                        "anything is parsed)")
+    p.add_argument("--keep-going", action="store_true",
+                   help="if a model fails to load, log why and serve the others (/readyz answers 200 \"degraded\" "
+                        "and names the failed ones); by default a model that fails stops the server before it listens")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda or mps")
     p.add_argument("--int8", action="store_true",
                    help="run every model's linear layers as dynamic int8 on the CPU (docs/export.md: speed and "
@@ -51,6 +63,31 @@ def model_spec(text: str) -> tuple[str, str]:
     return name.strip(), folder.strip()
 
 
+def port_number(text: str) -> int:
+    # checked here: a port past 65535 was taken modulo 65536 further down (--port 70000 listened on 4464)
+    if not re.fullmatch(r"0*[0-9]{1,5}", text) or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: give a whole number from 0 to 65535")
+    return int(text)
+
+
+_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")  # a host name's part (RFC 1123)
+
+
+def host_address(text: str) -> str:
+    """An IP address (v4 or v6) or a host name; anything else (empty, a URL, host:port, 256.1.1.1)
+    is refused here rather than by the socket layer once every model has loaded."""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    labels = text.removesuffix(".").split(".")
+    # a last label of digits only is a mistyped IPv4 address, never a host name
+    if len(text) <= 253 and all(_LABEL.fullmatch(label) for label in labels) and not labels[-1].isdigit():
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} is not an IP address or a host name "
+                                     "(e.g. 127.0.0.1, 0.0.0.0, ::1 or localhost)")
+
+
 def run(args):
     try:
         from ..serve import Limits, serve
@@ -61,5 +98,6 @@ def run(args):
         raise ValueError("--model: a NAME is given twice; each model needs its own name")
     serve(models, args.host, args.port, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms,
           max_queue=args.max_queue, device=args.device, int8=args.int8, access_log=not args.no_access_log,
-          limits=Limits(args.max_chars, args.max_texts, args.max_new_tokens))
+          keep_going=args.keep_going,
+          limits=Limits(args.max_chars, args.max_texts, args.max_new_tokens, args.max_body_bytes))
     return 0

@@ -14,12 +14,37 @@ def serve(models: dict, host: str = "127.0.0.1", port: int = 8000, graceful_seco
           access_log: bool = True, **app_options):
     """Run the app with uvicorn until SIGINT/SIGTERM; on either, uvicorn stops accepting connections and
     finishes the requests in flight (at most `graceful_seconds`), then the batchers drain their queues.
-    Each folder is checked first (check_models), so a bad one is an error now, not a model that
-    never gets ready."""
+    Each folder is checked first (check_models), then every model is loaded before the server
+    listens: one that fails is an error now (ValueError naming it and why), not a model that never
+    gets ready; with keep_going=True the failures are logged and the others served."""
     import uvicorn
     check_models(models, app_options.get("device", "cpu"), app_options.get("int8", False))
-    uvicorn.run(create_app(models, **app_options), host=host, port=port, log_level="info",
+    app = create_app(models, **app_options)
+    load_models(app.state.registry)
+    uvicorn.run(app, host=host, port=port, log_level="info",
                 timeout_graceful_shutdown=graceful_seconds, access_log=access_log)
+
+
+def load_models(registry):
+    """Load every model of the registry now. A model that fails raises (a folder's ValueError or
+    OSError as one ValueError naming every failed --model and why; anything else, a bug, as it is),
+    unless the registry keeps going and one model loaded: then each failure is logged."""
+    registry.load()
+    if not registry.errors:
+        return
+    if registry.keep_going and registry.models:
+        registry.log_failures()
+        return
+    registry.close()  # the batchers of the models that did load
+    bug = next((e for e in registry.failures.values() if not isinstance(e, (ValueError, OSError))), None)
+    if bug is not None:
+        raise bug
+    failed = "; ".join(f"--model {name}={registry.where(name)}: {error}" for name, error in registry.errors.items())
+    if registry.keep_going:
+        failed += " (no model loaded)"
+    elif registry.models:
+        failed += " (--keep-going serves the others)"
+    raise ValueError(failed)
 
 
 def check_models(models: dict, device: str = "cpu", int8: bool = False):

@@ -5,8 +5,13 @@ The worker takes the first waiting job, then keeps taking jobs until it holds `m
 or `max_wait_ms` have passed since the first; jobs with the same key (same task, same options) run
 together, so a batch is one forward pass over every request's texts. One thread per model also means
 a model is never run by two threads at once. A full queue refuses new jobs (QueueFull, the server's
-429) instead of letting the backlog and the latency grow without bound. `close()` finishes every job
-already queued before the thread ends (graceful shutdown)."""
+429) instead of letting the backlog and the latency grow without bound. A job whose client has gone
+(Job.cancel) is dropped when the worker reaches it, never computed, and takes no room in a batch.
+`close()` finishes every job already queued before the thread ends (graceful shutdown).
+
+Each job's future follows concurrent.futures' protocol: the worker marks it running
+(set_running_or_notify_cancel) when it takes the job, so a future cancelled while queued is skipped,
+and one already taken can no longer be cancelled under the worker's set_result."""
 import concurrent.futures
 import itertools
 import queue
@@ -38,6 +43,13 @@ class Job:
     on_item: Callable | None = None
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
     cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def cancel(self):
+        """The client has gone: a job still queued is never run (its future is cancelled); a job the
+        worker already holds is skipped before its batch runs, or stops mid-generation (`cancelled`
+        is read at every token)."""
+        self.cancelled.set()
+        self.future.cancel()
 
 
 class Batcher:
@@ -88,7 +100,7 @@ class Batcher:
             self._trimmer.maybe_trim()  # after the answers are out, so no request waits for it
 
     def _gather(self) -> list[Job] | None:
-        first = self._held if self._held is not None else self.queue.get()
+        first = self._held if self._held is not None else self._next()
         self._held = None
         if first is _STOP:
             return None
@@ -96,7 +108,7 @@ class Batcher:
         deadline = time.monotonic() + self.max_wait
         while size < self.max_batch_size:
             try:
-                job = self.queue.get(timeout=max(deadline - time.monotonic(), 0))
+                job = self._next(deadline)
             except queue.Empty:
                 break
             if job is _STOP or size + job.size > self.max_batch_size:
@@ -105,6 +117,16 @@ class Batcher:
             batch.append(job)
             size += job.size
         return batch
+
+    def _next(self, deadline: float | None = None):
+        """The next job whose client still waits (or _STOP), marked running; a job cancelled while it
+        was queued is dropped here unrun. queue.Empty once `deadline` (time.monotonic) has passed."""
+        while True:
+            timeout = None if deadline is None else max(deadline - time.monotonic(), 0)
+            job = self.queue.get(timeout=timeout)
+            if job is _STOP or job.future.set_running_or_notify_cancel():
+                return job
+            self.cancelled += 1
 
     def _run(self, jobs: list[Job], key):
         if not jobs:

@@ -1,11 +1,15 @@
 """The served models: loaded in a background thread (so /healthz answers at once and /readyz says
-when every model is in), each with its own batcher."""
+when every model is in), or at once by `load()` (serve() does, so a model that fails stops the server
+before it listens), each with its own batcher."""
+import logging
 import threading
 import time
 
 from ..interop.load import LoadedModel, load_model
 from .batching import Batcher
 from .tasks import model_tasks, run_batch
+
+log = logging.getLogger("bertlab.serve")
 
 
 class ServedModel:
@@ -19,37 +23,59 @@ class ServedModel:
 
 
 class Registry:
-    """name -> ServedModel once loaded; `errors` holds the models that failed to load."""
+    """name -> ServedModel once loaded; `errors` holds the models that failed to load (one line
+    each), `failures` the errors themselves. keep_going: the models that loaded are enough to be
+    ready (a failed one answers 503 with its reason)."""
 
-    def __init__(self, models: dict, batching: dict, device: str = "cpu", int8: bool = False):
+    def __init__(self, models: dict, batching: dict, device: str = "cpu", int8: bool = False,
+                 keep_going: bool = False):
         if not models:
             raise ValueError("no models to serve: give at least one --model NAME=DIR")
         self.sources, self.batching, self.device, self.int8 = dict(models), batching, device, int8
+        self.keep_going = keep_going
         self.models: dict[str, ServedModel] = {}
         self.errors: dict[str, str] = {}
+        self.failures: dict[str, Exception] = {}
         self.loaded = threading.Event()
         self._thread = None
 
     def start(self):
-        self._thread = threading.Thread(target=self._load_all, name="model-loader", daemon=True)
-        self._thread.start()
+        """Load in a background thread, unless load() has run already."""
+        if not self.loaded.is_set():
+            self._thread = threading.Thread(target=self._load_in_background, name="model-loader", daemon=True)
+            self._thread.start()
 
-    def _load_all(self):
+    def _load_in_background(self):
+        self.load()
+        self.log_failures()  # the server is already up: the log and /readyz are where a failure shows
+
+    def load(self):
+        """Load every model now, in this thread; a model that fails is recorded, never raised."""
         for name, source in self.sources.items():
             try:
                 loaded = source if isinstance(source, LoadedModel) else load_model(source, self.device)
                 if self.int8:  # every task reads loaded.model: its Linear layers become int8 in place
                     from ..inference.int8 import quantize_int8
                     quantize_int8(loaded.model)
-                where = "(in memory)" if isinstance(source, LoadedModel) else str(source)
-                self.models[name] = ServedModel(name, loaded, where, self.batching)
-            except Exception as e:  # noqa: BLE001 - reported by /readyz and by requests to this model
-                self.errors[name] = f"{type(e).__name__}: {e}"
+                self.models[name] = ServedModel(name, loaded, self.where(name), self.batching)
+            except Exception as e:  # noqa: BLE001 - reported by /readyz, the log and requests to this model
+                self.failures[name] = e
+                # one line: it goes into a JSON answer and a log line, and names the folder's problem
+                self.errors[name] = " ".join(f"{type(e).__name__}: {e}".split())
         self.loaded.set()
+
+    def where(self, name: str) -> str:
+        source = self.sources[name]
+        return "(in memory)" if isinstance(source, LoadedModel) else str(source)
+
+    def log_failures(self):
+        for name, error in self.errors.items():
+            log.error("model %r (%s) failed to load: %s", name, self.where(name), error)
 
     @property
     def ready(self) -> bool:
-        return self.loaded.is_set() and not self.errors
+        """Loaded, and every model in (or, with keep_going, at least one)."""
+        return self.loaded.is_set() and (not self.errors or (self.keep_going and bool(self.models)))
 
     def wait(self, timeout: float | None = None) -> bool:
         return self.loaded.wait(timeout)
