@@ -87,7 +87,8 @@ def input_error(e: Exception) -> str | None:
         return "; ".join(line.strip() for line in str(e).splitlines() if line.strip()) or type(e).__name__
     if isinstance(e, MemoryError) or (isinstance(e, RuntimeError) and _ALLOCATOR_FAILURE.search(str(e))):
         wanted = _ALLOCATOR_FAILURE.search(str(e)) if isinstance(e, RuntimeError) else None
-        size = f" ({int(wanted.group(1)) / 1e9:,.1f} GB asked for)" if wanted and wanted.group(1) else ""
+        asked = int(wanted.group(1)) if wanted and wanted.group(1) else 0
+        size = f" ({asked / 1e9:,.1f} GB asked for)" if asked >= 10**8 else ""  # a small request: memory was full
         return (f"out of memory{size}: try a smaller --batch-size, shorter inputs or a smaller model "
                 "(--max-model-gb refuses large models before they are built)")
     return None
