@@ -144,3 +144,14 @@ def test_bad_options_and_too_long():
     model = GPT(GPTConfig.preset("test"))
     with pytest.raises(ValueError, match="exceeds"):
         generate(model, [[1] * 60], SamplingOptions(max_new_tokens=10))
+
+
+@pytest.mark.parametrize("temperature, top_p", [(1e-300, 1.0), (1.0, 1e-300), (1e-300, 1e-300), (1e-40, 0.5)])
+def test_a_vanishing_temperature_or_top_p_samples_the_most_likely_token(temperature, top_p):
+    """Both crashed torch.multinomial (a request to `serve` got a 500): the logits divided by 1e-300
+    overflowed, and a top-p that is 0 in float32 removed every token."""
+    from bertlab.inference.generate import SamplingOptions, next_token
+    logits = torch.randn(3, 40, generator=torch.Generator().manual_seed(0))
+    options = SamplingOptions(temperature=temperature, top_p=top_p, do_sample=True)
+    chosen = next_token(logits, options, None, torch.Generator().manual_seed(1))
+    assert torch.equal(chosen, logits.argmax(-1))

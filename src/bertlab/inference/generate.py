@@ -62,7 +62,9 @@ def top_p_filter(logits, p: float):
     sorted_logits, order = logits.sort(dim=-1, descending=True)
     probs = sorted_logits.softmax(-1)
     before = probs.cumsum(-1) - probs  # mass of the tokens ranked above each one
-    remove = (before >= p).scatter(-1, order, before >= p)
+    drop = before >= p
+    drop[..., 0] = False  # the most likely token always stays: a p that rounds to 0 in float32 removed it too
+    remove = drop.scatter(-1, order, drop)
     return logits.masked_fill(remove, float("-inf"))
 
 
@@ -71,7 +73,12 @@ def next_token(logits, options: SamplingOptions, seen, generator=None):
     logits = apply_repetition_penalty(logits, seen, options.repetition_penalty)
     if options.greedy:
         return logits.argmax(-1)
-    logits = top_p_filter(top_k_filter(logits / options.temperature, options.top_k), options.top_p)
+    # shifted so the largest is 0, and the temperature no smaller than the dtype's least normal number
+    # (1e-300 is 0 in float32): a tiny temperature then sends the rest to -inf, the largest staying 0,
+    # where dividing the raw logits overflowed to inf and the softmax gave NaN
+    temperature = max(options.temperature, torch.finfo(logits.dtype).tiny)
+    logits = (logits - logits.max(-1, keepdim=True).values) / temperature
+    logits = top_p_filter(top_k_filter(logits, options.top_k), options.top_p)
     return torch.multinomial(logits.softmax(-1), 1, generator=generator).squeeze(-1)
 
 
