@@ -333,3 +333,49 @@ def test_tiny_bert_learns_eight_questions(tokenizer):
     predictions = task.predictions(examples, features, outputs)
     assert [p["answer"] for p in predictions] == [a for _, _, a in STORIES]
     assert set(predictions[0]) == {"id", "answer", "nbest"}
+
+
+def test_long_answers_come_back_whole_only_with_a_larger_max_answer_length(tmp_path):
+    """finetune --max-answer-length is saved in task.json, so predict answers as training did; predict
+    --max-answer-length replaces it. Every answer here is 40 word pieces: google's default cap of 30
+    cuts it, 128 keeps it whole."""
+    from bertlab import BertModel, save_pretrained
+    from cli_cases import assert_ok, run_cli
+    words = [f"w{i}" for i in range(60)]
+    tokenizer = BertTokenizer({t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                                            "what", "?", *words])})
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=80, hidden_dropout_prob=0.0,
+                        attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    save_pretrained(BertModel(config), tmp_path / "init", tokenizer)
+    rng = np.random.default_rng(0)
+    paragraphs = []
+    for i in range(8):
+        context = " ".join(rng.permutation(words)[:50])
+        answer = " ".join(context.split()[5:45])
+        paragraphs.append({"context": context, "qas": [{"id": str(i), "question": "what ?", "answers": [
+            {"text": answer, "answer_start": context.index(answer)}]}]})
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps({"data": [{"title": "t", "paragraphs": paragraphs}]}), encoding="utf-8")
+    assert_ok(run_cli("finetune", "--task", "squad", "--model", tmp_path / "init", "--train", train, "-o",
+                      tmp_path / "run", "--max-seq-length", "64", "--epochs", "60", "--batch-size", "8", "--lr", "3e-3",
+                      "--max-answer-length", "128", "--seed", "0", "--quiet"))
+    assert json.loads((tmp_path / "run" / "model" / "task.json").read_text())["max_answer_length"] == 128
+
+    def answer_lengths(*flags):
+        out = tmp_path / f"p{len(flags)}.jsonl"
+        assert_ok(run_cli("predict", "--model", tmp_path / "run" / "model", train, "-o", out, "--quiet", *flags))
+        return [len(json.loads(line)["answer"].split()) for line in out.read_text().splitlines()]
+    assert answer_lengths() == [40] * 8
+    assert max(answer_lengths("--max-answer-length", "30")) <= 30
+    line = run_cli("predict", "--model", tmp_path / "run" / "model", train, "--n-best-size", "0").err
+    assert "--n-best-size" in line and "at least 1" in line
+
+
+def test_answer_flags_are_refused_for_other_tasks(tmp_path):
+    from cli_cases import assert_error, run_cli
+    train = tmp_path / "train.tsv"
+    train.write_text("text\tlabel\na\tx\n", encoding="utf-8")
+    assert_error(run_cli("finetune", "--task", "classify", "--model", tmp_path, "--train", train, "-o", tmp_path / "o",
+                         "--max-answer-length", "64"), "--max-answer-length is for the squad task, not classify")

@@ -48,9 +48,11 @@ def add_parser(subparsers):
     data.add_argument("--metric", help="dev metric to maximise: accuracy (default), macro_f1, f1 (binary), mcc; "
                                        "pearson (default) or spearman for regression")
     data.add_argument("--max-seq-length", type=positive_int, help="word pieces per input (default 128; 384 for squad)")
-    data.add_argument("--doc-stride", type=positive_int, help="stride of the sliding windows over long inputs, less "
-                                                              "than --max-seq-length (default: half a window; "
-                                                              "128 for squad)")
+    data.add_argument("--doc-stride", type=positive_int, help="the step between the starts of the sliding windows over "
+                                                              "long inputs, google's doc_stride (default: half a "
+                                                              "window; 128 for squad). HF run_qa's --doc_stride is "
+                                                              "the overlap instead: its 128 equals ours of a "
+                                                              "window's context length minus 128")
     data.add_argument("--long-inputs", choices=LONG_INPUTS,
                       help="classify/regression of one text longer than --max-seq-length: truncate it (the "
                            "default, as google-research/bert and HF do), or read it in sliding windows and average "
@@ -59,6 +61,7 @@ def add_parser(subparsers):
     data.add_argument("--relation-format", choices=["auto", "semeval", "tacred"], default="auto",
                       help="relation: SemEval-2010 Task 8 text or TACRED JSON (auto: .json/.jsonl are TACRED)")
     data.add_argument("--version-2-with-negative", action="store_true", help="squad: SQuAD 2.0 (unanswerable questions)")
+    add_answer_arguments(data)
     data.add_argument("--add-tokens", metavar="T1,T2", help="new special tokens never split (e.g. entity markers "
                                                            "[S-PER],[E-PER]); the embedding table grows to fit")
     train = p.add_argument_group("training (google-research/bert's defaults)")
@@ -79,6 +82,31 @@ def add_parser(subparsers):
     p.set_defaults(run=run)
 
 
+def add_answer_arguments(group):
+    """squad's answer settings, google-research/bert's run_squad.py flags (HF run_qa.py's names in the
+    help); saved in the model folder's task.json, so `predict` and `serve` answer as training did."""
+    group.add_argument("--max-answer-length", type=positive_int, metavar="N",
+                       help="squad: longest answer, in word pieces (default 30, google's; HF run_qa's "
+                            "--max_answer_length, also 30). Raise it for long answers: at 30 they come back cut")
+    group.add_argument("--n-best-size", type=positive_int, metavar="N",
+                       help="squad: starts and ends considered for each window (default 20; HF run_qa's --n_best_size)")
+    group.add_argument("--max-query-length", type=positive_int, metavar="N",
+                       help="squad: word pieces of the question kept (default 64, google's; HF run_qa keeps the "
+                            "whole question and cuts only the context)")
+
+
+ANSWER_FLAGS = ("max_answer_length", "n_best_size", "max_query_length")
+
+
+def answer_options(args, task: str) -> dict:
+    """The squad answer flags given, refused for another task (they would be silently ignored)."""
+    given = {name: getattr(args, name) for name in ANSWER_FLAGS if getattr(args, name) is not None}
+    if given and task != "squad":
+        flag = "--" + next(iter(given)).replace("_", "-")
+        raise ValueError(f"{flag} is for the squad task, not {task}")
+    return given
+
+
 def task_options(args) -> dict:
     if args.task in ("classify", "regression"):
         options = {"text_a": _column(args.text_a, args), "text_b": _column(args.text_b, args),
@@ -91,6 +119,7 @@ def task_options(args) -> dict:
         options = {"format": args.relation_format, "metric": args.metric}
     else:
         options = {}
+    options.update(answer_options(args, args.task))
     if args.doc_stride:
         if args.task not in WINDOWED:
             raise ValueError(f"--doc-stride: {args.task} truncates its inputs; it reads no windows")

@@ -3,6 +3,7 @@ import json
 import sys
 
 from .args import positive_int
+from .finetune import ANSWER_FLAGS, add_answer_arguments
 
 
 def add_parser(subparsers):
@@ -20,6 +21,8 @@ def add_parser(subparsers):
                    help="CPU only: dynamic int8 linear layers, faster at a small accuracy cost (compare the "
                         "metrics with a run without it; docs/export.md)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_answer_arguments(p.add_argument_group("squad answers (default: what the model was fine-tuned with, "
+                                              "from its task.json)"))
     p.set_defaults(run=run)
 
 
@@ -28,7 +31,8 @@ def run(args):
     from ..io import check_output_file
     if args.output:
         check_output_file(args.output, args.overwrite)
+    options = {name: getattr(args, name) for name in ANSWER_FLAGS if getattr(args, name) is not None}
     scores = predict_file(args.model, args.file, args.output, args.batch_size, progress=not args.quiet,
-                          int8=args.int8)
+                          int8=args.int8, options=options)
     if scores:
         print(json.dumps(scores), file=sys.stderr)

@@ -11,13 +11,21 @@ from .folder import load_finetuned
 from .trainer import predict_outputs
 
 
-def predict_file(model_dir, path, output=None, batch_size=64, progress=True, int8=False) -> dict:
+def predict_file(model_dir, path, output=None, batch_size=64, progress=True, int8=False,
+                 options: dict | None = None) -> dict:
     """Predict every example of `path` into `output` (a JSONL file; None: standard output); returns
     the metrics (empty when the file is unlabelled). int8: with the linear layers in dynamic int8
-    (inference.int8, CPU)."""
+    (inference.int8, CPU). options: task options that replace the folder's task.json ones for this
+    prediction (squad's max_answer_length, n_best_size, max_query_length), checked by the task."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such file")
     task, model, tokenizer = load_finetuned(model_dir)
+    if options:
+        from .tasks import make_task
+        if task.name != "squad":
+            raise ValueError(f"{model_dir}: fine-tuned for {task.name}; "
+                             f"{', '.join('--' + k.replace('_', '-') for k in options)} are squad's settings")
+        task = make_task(**{**task.state(), **options})
     if int8:
         from ..inference.int8 import quantize_int8
         quantize_int8(model)
