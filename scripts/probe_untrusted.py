@@ -291,12 +291,13 @@ def cases(root, fx):
 
     # ---- corpora, vectors, prompts, flags
     def gz_bomb(case):
-        folder = os.path.join(case, "root")
+        folder = os.path.join(case, "root", "var", "lib", "apt", "lists")
         os.makedirs(folder)
         with gzip.open(os.path.join(folder, "example.org_dists_x_Translation-en.gz"), "wb") as f:
             for _ in range(512):
                 f.write(b"\0" * (1 << 20))  # 512 MB of zeros, half a megabyte packed
-        return ["data", "english-corpus", "--source", "apt", "--root", folder, "-o", os.path.join(case, "corpus")]
+        return ["data", "english-corpus", "--sources", "apt", "--root", os.path.join(case, "root"), "--min-mb", "0",
+                "-o", os.path.join(case, "corpus")]
 
     def vectors(text):
         def make(case):
