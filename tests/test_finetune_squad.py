@@ -358,9 +358,11 @@ def test_long_answers_come_back_whole_only_with_a_larger_max_answer_length(tmp_p
             {"text": answer, "answer_start": context.index(answer)}]}]})
     train = tmp_path / "train.json"
     train.write_text(json.dumps({"data": [{"title": "t", "paragraphs": paragraphs}]}), encoding="utf-8")
-    assert_ok(run_cli("finetune", "--task", "squad", "--model", tmp_path / "init", "--train", train, "-o",
-                      tmp_path / "run", "--max-seq-length", "64", "--epochs", "60", "--batch-size", "8", "--lr", "3e-3",
-                      "--max-answer-length", "128", "--seed", "0", "--quiet"))
+    done = assert_ok(run_cli("finetune", "--task", "squad", "--model", tmp_path / "init", "--train", train, "-o",
+                             tmp_path / "run", "--max-seq-length", "64", "--epochs", "60", "--batch-size", "8",
+                             "--lr", "3e-3", "--max-answer-length", "128", "--seed", "0", "--quiet", "--test", train))
+    # a labelled SQuAD test file is scored (it was reported as "test": {}: the check looked for a `label`)
+    assert json.loads(done.err.strip().splitlines()[-1])["test"] == {"exact": 1.0, "f1": 1.0, "total": 8}
     assert json.loads((tmp_path / "run" / "model" / "task.json").read_text())["max_answer_length"] == 128
 
     def answer_lengths(*flags):
@@ -379,3 +381,10 @@ def test_answer_flags_are_refused_for_other_tasks(tmp_path):
     train.write_text("text\tlabel\na\tx\n", encoding="utf-8")
     assert_error(run_cli("finetune", "--task", "classify", "--model", tmp_path, "--train", train, "-o", tmp_path / "o",
                          "--max-answer-length", "64"), "--max-answer-length is for the squad task, not classify")
+
+
+def test_questions_with_gold_answers_are_labelled():
+    task = QuestionAnsweringTask(version_2_with_negative=True)
+    assert task.is_labelled([_example("three"), _example(None)])
+    assert not task.is_labelled([_example("three"), SquadExample("u", "what", TEN, [])])
+    assert not task.is_labelled([])

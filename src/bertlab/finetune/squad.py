@@ -250,6 +250,12 @@ class QuestionAnsweringTask(Task):
                              f"set version_2_with_negative=True to train or evaluate on them")
         return examples
 
+    def is_labelled(self, examples: list[SquadExample]) -> bool:
+        """Gold answers (or, in SQuAD 2.0, a question marked unanswerable) on every question: the base
+        check looks for a `label`, which SQuAD examples do not have, so a labelled test file was
+        predicted and never scored ("test": {})."""
+        return bool(examples) and all(e.answers or e.is_impossible for e in examples)
+
     def featurize(self, examples: list[SquadExample], tokenizer) -> list[dict]:
         o = self.options
         return featurize_squad(examples, tokenizer, self.max_seq_length, o["doc_stride"], o["max_query_length"])
