@@ -21,6 +21,7 @@ from ..device import autocast_dtype, peak_tflops, pick_device, resolve_precision
 from .checkpoint import (check_state_against, read_checkpoint, rng_states, same_data, set_rng_states,
                          write_checkpoint)
 from .distributed import all_agree, barrier, cleanup, gather_objects, rank_device, setup_distributed, sum_across
+from .memory import HeapBound, peak_rss_mb
 from .metrics import MetricsLog, plot_curves
 from .parallel import full_state, gradient_sync, load_full_state, meta_copy, unsharded_copy, wrap_model
 from .settings import RunSettings
@@ -376,12 +377,14 @@ def fit(objective: Objective, s: RunSettings) -> dict:
                                 enabled=run.is_main and s.progress)
     stopped_by_time, stop, last = False, None, {}
     run.net.train()
+    heap = HeapBound()  # steps of varying shapes would otherwise grow the C heap step after step (memory.py)
     compiling = s.compile  # this process's first step compiles (Run.compile_seconds)
     while run.step < run.total_steps:
         lr = run.optimizer.param_groups[0]["lr"]
         tick = time.perf_counter()
         loss = train_step(run.step_net, run.optimizer, run.scheduler, objective.micro_batches(s.grad_accum),
                           s.grad_accum, s.grad_clip, run.autocast, run.scaler, loss_of=run.step_loss)
+        heap.after_step()  # the step's tensors are freed by now; a trim's time counts in the step's
         seconds = time.perf_counter() - tick
         run.step += 1
         values, count = objective.step_stats()
@@ -440,6 +443,7 @@ def fit(objective: Objective, s: RunSettings) -> dict:
                "held_out": run.last_eval[1] if run.last_eval else None,
                "parameters": sum(p.numel() for p in run.model.parameters()), "world_size": info.world_size,
                "precision": run.precision, "sharding": s.sharding if info.enabled else None, "compile": s.compile,
+               "peak_rss_mb": peak_rss_mb(),  # this process's (rank 0's under torchrun)
                **flops_summary(run)}
     summary = objective.summary(summary)
     if run.is_main:
