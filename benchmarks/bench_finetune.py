@@ -27,6 +27,12 @@ its `group_by_length`. Ratios are examples/s against HF Trainer's defaults.
 prints mean and spread; --sides picks which of tfidf,bertlab,hf run; --max-train N keeps a
 random N of the training rows (the same N for every side and seed: a point of a learning curve).
 
+Memory: each side runs in a fresh process of its own, and reports that process's peak resident
+memory (`peak_rss_mb`, getrusage's ru_maxrss, as bertlab's summary.json reports it), printed as a
+third table: in one process the second side's peak would be the larger of the two. Linux carries a
+process's high-water mark across exec, so a side's peak counts from this process's peak when the
+side was started; that floor is printed beside the table (it holds torch and the data, not a run).
+
 --task ner / --task squad: token classification (CoNLL files) and extractive QA (SQuAD v1.1 JSON),
 by default on sets built at run time from this machine's manual pages (finetune_tasks.py says how
 the tags and the questions are made; --data DIR uses a folder built by it instead), max length 128.
@@ -37,8 +43,10 @@ quality trains --epochs, keeps the best dev epoch and prints dev and test entity
 match / F1 (squad) of both sides.
 """
 import argparse
+import concurrent.futures
 import csv
 import json
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -64,6 +72,7 @@ from bertlab.finetune.squad import QuestionAnsweringTask  # noqa: E402
 from bertlab.finetune.squad_metrics import squad_evaluate  # noqa: E402
 from bertlab.finetune.trainer import FinetuneSettings, finetune, predict_outputs  # noqa: E402
 from bertlab.interop import resolve  # noqa: E402
+from bertlab.training.memory import peak_rss_mb  # noqa: E402
 
 
 def read(path):
@@ -281,6 +290,21 @@ def run_hf_squad(folder, out, epochs, evaluate=True, group_by_length=True, lr=5e
     return result
 
 
+def in_own_process(run, *args, **kwargs) -> dict:
+    """run(*args, **kwargs) in a fresh interpreter (the module docstring's Memory), its result with
+    that process's `peak_rss_mb`; the precision and thread count are this process's."""
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        return pool.submit(_measured, run, PRECISION, torch.get_num_threads(), args, kwargs).result()
+
+
+def _measured(run, precision, threads, args, kwargs):
+    global PRECISION
+    PRECISION = precision
+    torch.set_num_threads(threads)
+    return {**run(*args, **kwargs), "peak_rss_mb": peak_rss_mb()}
+
+
 def summarize(runs, keys):
     """Mean and min..max of each test score over seeds."""
     out = {}
@@ -343,12 +367,12 @@ def main():
         results["tfidf"] = tfidf_baseline(data)
         print("TF-IDF + LR:", json.dumps(results["tfidf"]), flush=True)
     hf = {"classify": run_hf, "ner": run_hf_ner, "squad": run_hf_squad}[args.task]
-    runners = {"bertlab": lambda out, seed: run_bertlab(folder, out, epochs, evaluate, args.lr, args.batch_size, seed,
-                                                        args.group_by_length, args.task),
-               "hf": lambda out, seed: hf(folder, out, epochs, evaluate, False, lr=args.lr, batch=args.batch_size,
-                                          seed=seed),
-               "hf_grouped": lambda out, seed: hf(folder, out, epochs, evaluate, True, lr=args.lr,
-                                                  batch=args.batch_size, seed=seed)}
+    runners = {"bertlab": lambda out, seed: in_own_process(run_bertlab, folder, out, epochs, evaluate, args.lr,
+                                                          args.batch_size, seed, args.group_by_length, args.task),
+               "hf": lambda out, seed: in_own_process(hf, folder, out, epochs, evaluate, False, lr=args.lr,
+                                                     batch=args.batch_size, seed=seed),
+               "hf_grouped": lambda out, seed: in_own_process(hf, folder, out, epochs, evaluate, True, lr=args.lr,
+                                                             batch=args.batch_size, seed=seed)}
     order = [side for side in ("bertlab", "hf", "hf_grouped") if side in sides]
     for repeat in range(args.repeats if not evaluate else 1):
         for side in order if repeat % 2 == 0 else order[::-1]:  # interleaved, each side first in turn
@@ -374,7 +398,20 @@ def main():
                          "examples/s", [train_rows / r["train_steps_examples_per_s"] for r in results[side]])
                      for row, side in zip(rows, [s for s in ("hf", "hf_grouped", "bertlab") if s in results])],
                     baseline=baseline, stat=stat)
+        print_memory(rows, results, [s for s in ("hf", "hf_grouped", "bertlab") if s in results])
     print(json.dumps(results, indent=1))
+
+
+def print_memory(rows, results, sides):
+    """Each side's peak resident memory (the largest over its runs), each run in a process of its own."""
+    print(f"peak resident memory, each run in its own process (this process's own peak, a floor: "
+          f"{peak_rss_mb():,.0f} MB):")
+    print("| workload | implementation | peak RSS (MB) | runs |")
+    print("|---|---|---|---|")
+    for row, side in zip(rows, sides):
+        peaks = [r["peak_rss_mb"] for r in results[side]]
+        runs = ", ".join(f"{p:,.0f}" for p in peaks)
+        print(f"| {row.workload} | {row.implementation} | {max(peaks):,.0f} | {runs} |")
 
 
 if __name__ == "__main__":

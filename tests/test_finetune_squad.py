@@ -363,6 +363,14 @@ def test_long_answers_come_back_whole_only_with_a_larger_max_answer_length(tmp_p
                              "--lr", "3e-3", "--max-answer-length", "128", "--seed", "0", "--quiet", "--test", train))
     # a labelled SQuAD test file is scored (it was reported as "test": {}: the check looked for a `label`)
     assert json.loads(done.err.strip().splitlines()[-1])["test"] == {"exact": 1.0, "f1": 1.0, "total": 8}
+    # the same questions without their answers are only predicted
+    from bertlab.finetune.predict import predict_file
+    for paragraph in paragraphs:
+        del paragraph["qas"][0]["answers"]
+    unlabelled = tmp_path / "unlabelled.json"
+    unlabelled.write_text(json.dumps({"data": [{"title": "t", "paragraphs": paragraphs}]}), encoding="utf-8")
+    assert predict_file(tmp_path / "run" / "model", unlabelled, tmp_path / "u.jsonl", progress=False) == {}
+    assert len((tmp_path / "u.jsonl").read_text().splitlines()) == 8
     assert json.loads((tmp_path / "run" / "model" / "task.json").read_text())["max_answer_length"] == 128
 
     def answer_lengths(*flags):
