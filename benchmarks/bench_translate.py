@@ -64,7 +64,7 @@ from bertlab.training.translation_trainer import step_loss_of  # noqa: E402
 HF = "HF MarianMTModel"
 
 
-def marian_config(c: TransformerConfig):
+def marian_config(c: TransformerConfig, scale_embedding: bool = True):
     """HF MarianConfig with our architecture. Marian is post-LN (as ours; it has no pre-LN switch),
     adds a fixed sinusoidal table, drops out the embedding sum and the sublayer outputs, and its
     LayerNorms use torch's eps 1e-5 (fixed in its code: c.layer_norm_eps must be 1e-5)."""
@@ -77,7 +77,7 @@ def marian_config(c: TransformerConfig):
         encoder_attention_heads=c.attention_heads, decoder_attention_heads=c.attention_heads,
         encoder_ffn_dim=c.ffn_dim, decoder_ffn_dim=c.ffn_dim, activation_function=c.activation_function,
         dropout=c.dropout, attention_dropout=c.attention_dropout, activation_dropout=0.0,
-        max_position_embeddings=c.max_position_embeddings, scale_embedding=True,
+        max_position_embeddings=c.max_position_embeddings, scale_embedding=scale_embedding, init_std=c.init_std,
         share_encoder_decoder_embeddings=c.share_embeddings,  # one table for source, target and output
         tie_word_embeddings=c.tie_word_embeddings or c.share_embeddings,  # target table = output projection
         pad_token_id=c.pad_token_id, bos_token_id=c.bos_token_id, eos_token_id=c.eos_token_id,
@@ -86,19 +86,19 @@ def marian_config(c: TransformerConfig):
 
 @torch.no_grad()
 def init_like_bertlab(model):
-    """Our initialisation on a MarianMTModel (fairseq's: Xavier-uniform matrices, zero biases,
-    embeddings N(0, d_model^-0.5) with a zero padding row, instead of HF's N(0, 0.02) everywhere),
-    and our sinusoid layout (sin/cos interleaved; Marian puts all sines first, a fixed permutation
-    of the features), so the two models differ only in their random draws."""
-    d_model = model.config.d_model
+    """Our initialisation on a MarianMTModel: N(0, init_std) matrices and tables as HF's own, with
+    the padding row zeroed and the biases zero, and our sinusoid layout (sin/cos interleaved;
+    Marian puts all sines first, a fixed permutation of the features), so the two models differ
+    only in their random draws."""
+    std = model.config.init_std
     tables = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
     for module in model.modules():
         if isinstance(module, nn.Linear) and id(module.weight) not in tables:  # a tied lm_head is a table
-            nn.init.xavier_uniform_(module.weight)
+            nn.init.normal_(module.weight, mean=0.0, std=std)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding) and module.weight.requires_grad:  # not the sinusoids
-            nn.init.normal_(module.weight, mean=0.0, std=d_model ** -0.5)
+            nn.init.normal_(module.weight, mean=0.0, std=std)
             module.weight[module.padding_idx].zero_()
     for stack in (model.model.encoder, model.model.decoder):
         table = stack.embed_positions.weight

@@ -39,16 +39,20 @@ class Seq2SeqTransformer(nn.Module):
             self.output.weight = self.target_embedding.weight
 
     def _init_weights(self):
-        # fairseq's transformer: Xavier-uniform matrices (the annotated transformer's choice too),
-        # zero biases, and embeddings N(0, d_model^-0.5), so that after the sqrt(d_model) scaling
-        # tokens enter with unit variance, like the sinusoids they are added to.
+        # N(0, init_std) for every matrix and table, zero biases and padding row: Marian's, BERT's
+        # and GPT's rule (init_std 0.02). fairseq's Xavier-uniform matrices (std 0.0625 at d_model
+        # 256) with N(0, d_model^-0.5) tables start 2-3x larger; Adam moves every weight by about
+        # the same step whatever its size, so the larger start learns slower at a given rate: after
+        # 300 steps of the small preset on real de->en catalogs, valid NLL 5.07 with it, 4.48 with
+        # this (docs/results/translation-parity.md).
+        std = self.config.init_std
         for module in self.modules():
             if isinstance(module, nn.Linear):
-                nn.init.xavier_uniform_(module.weight)
+                nn.init.normal_(module.weight, mean=0.0, std=std)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, mean=0.0, std=self.config.d_model ** -0.5)
+                nn.init.normal_(module.weight, mean=0.0, std=std)
                 nn.init.zeros_(module.weight[module.padding_idx])
 
     def num_parameters(self) -> int:

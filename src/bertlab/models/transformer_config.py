@@ -20,6 +20,7 @@ class TransformerConfig(JsonConfig):
     attention_dropout: float = 0.0    # the paper drops sublayer outputs only, not attention weights
     activation_function: str = "relu"
     layer_norm_eps: float = 1e-5      # torch's and fairseq's default; the paper gives none
+    init_std: float = 0.02            # N(0, init_std) weights and tables (Marian's, BERT's, GPT's)
     max_position_embeddings: int = 1024
     pad_token_id: int = 0
     bos_token_id: int = 2
@@ -35,7 +36,8 @@ class TransformerConfig(JsonConfig):
             "d_model": validate.positive_int, "encoder_layers": validate.positive_int,
             "decoder_layers": validate.positive_int, "attention_heads": validate.positive_int,
             "ffn_dim": validate.positive_int, "dropout": validate.fraction, "attention_dropout": validate.fraction,
-            "layer_norm_eps": validate.positive_float, "max_position_embeddings": validate.positive_int})
+            "layer_norm_eps": validate.positive_float, "max_position_embeddings": validate.positive_int,
+            "init_std": validate.nonnegative_float})
         smallest = min(self.source_vocab_size, self.target_vocab_size)
         for name in ("pad_token_id", "bos_token_id", "eos_token_id"):  # ids both sides use
             validate.check_number(name, getattr(self, name), integer=True, minimum=0, maximum=smallest - 1)
