@@ -80,6 +80,17 @@ class TokenBatches(torch.utils.data.Sampler):
         return self.count
 
 
+def padding_tokenizer(tokenizer):
+    """A PreTrainedTokenizerFast over our vocabulary, for DataCollatorForSeq2Seq's `pad` (it tokenizes nothing)."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+    pieces = tokenizer.pieces
+    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer(WordLevel(dict(tokenizer.vocab), pieces[tokenizer.unk_id])),
+                                   pad_token=pieces[tokenizer.pad_id], eos_token=pieces[tokenizer.eos_id],
+                                   bos_token=pieces[tokenizer.bos_id], unk_token=pieces[tokenizer.unk_id])
+
+
 class LengthLimit:
     """A generate() logits processor: once a row has made its sentence's limit of tokens, only EOS
     may follow (ours: inference.translate.length_limits, EOS forced at the limit). Rows are
@@ -153,9 +164,21 @@ def parse_args():
     g.add_argument("--label-smoothing", type=float, default=0.1)
     g.add_argument("--clip-norm", type=float, default=0.0)
     g.add_argument("--max-steps", type=int, default=100_000)
-    g.add_argument("--max-minutes", type=float, required=True)
+    g.add_argument("--max-minutes", type=float, help="stop after this much training time (default: none)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--threads", type=int, default=2)
+    g = p.add_argument_group("the peer's own recipe, or ours on its model (each an alternative the comparison measures)")
+    g.add_argument("--batches", choices=("tokens", "sentences"), default="tokens",
+                   help="tokens: exactly our token-budget batches (a batch sampler); sentences: the translation "
+                        "example's way, --train-batch-sentences shuffled pairs padded by DataCollatorForSeq2Seq")
+    g.add_argument("--train-batch-sentences", type=int, default=32, help="pairs per batch with --batches sentences")
+    g.add_argument("--group-by-length", choices=("yes", "no"), default="yes",
+                   help="with --batches sentences: train_sampling_strategy group_by_length, HF's way to pad little "
+                        "(pairs of similar source length together, in shuffled megabatches); no: plain shuffle")
+    g.add_argument("--init", choices=("bertlab", "hf"), default="bertlab",
+                   help="bertlab: our initialisation copied in (init_like_bertlab); hf: MarianMTModel's own, N(0, 0.02)")
+    g.add_argument("--scale-embedding", choices=("yes", "no"), default="yes",
+                   help="MarianConfig.scale_embedding: token embeddings times sqrt(d_model) (ours and the paper: yes)")
     g = p.add_argument_group("decoding the test split (as bertlab translate)")
     g.add_argument("--beam", type=int, default=4)
     g.add_argument("--length-penalty", type=float, default=1.0)
@@ -184,23 +207,26 @@ def main():
                                 args.dropout, args.max_positions)
     peak_lr = TranslationSettings(out=args.out, model=config, lr=args.lr, warmup=args.warmup).peak_lr
     torch.manual_seed(args.seed)
-    model = init_like_bertlab(MarianMTModel(marian_config(config)))
-    sampler = TokenBatches(train, args.max_tokens, args.seed)
+    model = MarianMTModel(marian_config(config, scale_embedding=args.scale_embedding == "yes"))  # HF's init
+    if args.init == "bertlab":
+        init_like_bertlab(model)
+    sampler = TokenBatches(train, args.max_tokens, args.seed) if args.batches == "tokens" else None
 
     def collate_batch(indices):
         return hf_inputs(collate([train.pair(i) for i in indices], train.pad_id, train.bos_id, train.eos_id),
                          train.pad_id)
 
-    class TokenBudgetTrainer(Seq2SeqTrainer):
+    class CountingTrainer(Seq2SeqTrainer):
         target_tokens = 0
-
-        def get_train_dataloader(self):
-            loader = torch.utils.data.DataLoader(range(len(train)), batch_sampler=sampler, collate_fn=collate_batch)
-            return self.accelerator.prepare(loader)
 
         def training_step(self, model, inputs, *rest, **kwargs):
             self.target_tokens += int((inputs["labels"] != -100).sum())
             return super().training_step(model, inputs, *rest, **kwargs)
+
+    class TokenBudgetTrainer(CountingTrainer):
+        def get_train_dataloader(self):
+            loader = torch.utils.data.DataLoader(range(len(train)), batch_sampler=sampler, collate_fn=collate_batch)
+            return self.accelerator.prepare(loader)
 
     class Budget(TrainerCallback):
         def on_train_begin(self, *a, **k):
@@ -208,17 +234,27 @@ def main():
 
         def on_step_end(self, targs, state, control, **k):
             self.seconds = time.perf_counter() - self.start
-            if self.seconds > 60 * args.max_minutes:
+            if args.max_minutes is not None and self.seconds > 60 * args.max_minutes:
                 control.should_training_stop = True
 
     targs = Seq2SeqTrainingArguments(
-        output_dir=args.out, max_steps=args.max_steps, per_device_train_batch_size=1,  # batches: the sampler's
+        output_dir=args.out, max_steps=args.max_steps,
+        per_device_train_batch_size=args.train_batch_sentences if sampler is None else 1,  # else: the sampler's
         learning_rate=peak_lr, weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.98, adam_epsilon=1e-9,
         warmup_steps=args.warmup, lr_scheduler_type="inverse_sqrt", label_smoothing_factor=args.label_smoothing,
         max_grad_norm=args.clip_norm, save_strategy="no", eval_strategy="no", report_to=[], disable_tqdm=True,
-        seed=args.seed, use_cpu=True, dataloader_num_workers=0, logging_steps=50, remove_unused_columns=False)
+        seed=args.seed, use_cpu=True, dataloader_num_workers=0, logging_steps=50, remove_unused_columns=False,
+        train_sampling_strategy="group_by_length" if sampler is None and args.group_by_length == "yes" else "random")
     budget = Budget()
-    trainer = TokenBudgetTrainer(model=model, args=targs, train_dataset=range(len(train)), callbacks=[budget])
+    if sampler is not None:
+        trainer = TokenBudgetTrainer(model=model, args=targs, train_dataset=range(len(train)), callbacks=[budget])
+    else:  # the translation example's way: a dataset of token ids, shuffled, padded by DataCollatorForSeq2Seq
+        from transformers import DataCollatorForSeq2Seq
+        dataset = [{"input_ids": s + [train.eos_id], "labels": t + [train.eos_id]}
+                   for s, t in (train.pair(i) for i in range(len(train)))]
+        collator = DataCollatorForSeq2Seq(padding_tokenizer(target), model=model, label_pad_token_id=-100)
+        trainer = CountingTrainer(model=model, args=targs, train_dataset=dataset, data_collator=collator,
+                                  callbacks=[budget])
     trainer.train()
     result = {"side": "HF MarianMTModel + Seq2SeqTrainer", "steps": trainer.state.global_step,
               "epoch": trainer.state.epoch, "seconds": budget.seconds, "target_tokens": trainer.target_tokens,
