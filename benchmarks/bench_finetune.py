@@ -118,7 +118,7 @@ def bertlab_task(name):
     if name == "ner":
         return TokenClassificationTask()
     if name == "squad":
-        return QuestionAnsweringTask(max_seq_length=128)
+        return QuestionAnsweringTask(max_seq_length=128)  # run_hf_squad's default max_length
     return SequenceClassificationTask(text_a="description", label="section")
 
 
@@ -147,7 +147,7 @@ def run_bertlab(folder, out, epochs, evaluate=True, lr=5e-5, batch=32, seed=0, g
 
 
 def hf_trainer(model, collator, train, dev, out, epochs, evaluate, group_by_length, lr, batch, seed,
-               compute_metrics, metric, metrics_read_inputs=False):
+               compute_metrics, metric, metrics_read_inputs=False, warmup_proportion=0.1):
     """HF Trainer with the settings bertlab's fine-tuning uses (see the module docstring)."""
     import inspect
     import math
@@ -159,7 +159,7 @@ def hf_trainer(model, collator, train, dev, out, epochs, evaluate, group_by_leng
         grouping = {"train_sampling_strategy": "group_by_length"} if group_by_length else {}
     args = TrainingArguments(
         output_dir=out, num_train_epochs=epochs, per_device_train_batch_size=batch, per_device_eval_batch_size=64,
-        learning_rate=lr, weight_decay=0.01, adam_epsilon=1e-6, warmup_steps=int(0.1 * total_steps),
+        learning_rate=lr, weight_decay=0.01, adam_epsilon=1e-6, warmup_steps=int(warmup_proportion * total_steps),
         lr_scheduler_type="linear", **grouping,
         eval_strategy="epoch" if evaluate else "no", save_strategy="epoch" if evaluate else "no",
         load_best_model_at_end=evaluate, metric_for_best_model=metric, save_total_limit=1,
@@ -259,12 +259,16 @@ def run_hf_ner(folder, out, epochs, evaluate=True, group_by_length=True, lr=5e-5
     return result
 
 
-def run_hf_squad(folder, out, epochs, evaluate=True, group_by_length=True, lr=5e-5, batch=32, seed=0):
+def run_hf_squad(folder, out, epochs, evaluate=True, group_by_length=True, lr=5e-5, batch=32, seed=0,
+                 max_length=128, doc_stride=None, max_answer_length=30, n_best_size=20, warmup_proportion=0.1):
+    """HF Trainer on the squad files of `folder`, inputs and answers as run_qa.py makes them
+    (finetune_hf.py); doc_stride is bertlab's (google's step between windows, default half a
+    window), turned into HF's overlap for each question."""
     from transformers import AutoTokenizer, BertForQuestionAnswering, DataCollatorWithPadding
-    task = bertlab_task("squad")
+    task = QuestionAnsweringTask(max_seq_length=max_length, **({"doc_stride": doc_stride} if doc_stride else {}))
     splits = [task.read(os.path.join(folder, f)) for f in FILES["squad"]]
     tok = AutoTokenizer.from_pretrained(resolve("minilm"))
-    (train, _), dev, test = (finetune_hf.features_qa(tok, examples, 128, task.options["doc_stride"])
+    (train, _), dev, test = (finetune_hf.features_qa(tok, examples, max_length, task.options["doc_stride"])
                              for examples in splits)
     torch.manual_seed(seed)
     model = BertForQuestionAnswering.from_pretrained(resolve("minilm"))
@@ -274,16 +278,17 @@ def run_hf_squad(folder, out, epochs, evaluate=True, group_by_length=True, lr=5e
 
         def compute(p):
             logits = finetune_hf.in_dataset_order(p.predictions, p.inputs, inputs)
-            answers = finetune_hf.answers_from_logits(*logits, info, examples)
+            answers = finetune_hf.answers_from_logits(*logits, info, examples, max_answer_length, n_best_size)
             found = squad_evaluate({e.qas_id: [text for text, _ in e.answers] for e in examples}, answers)
             return {k: found[k] for k in SCORES["squad"]}
         return compute
 
     trainer = hf_trainer(model, DataCollatorWithPadding(tok), train, dev[0], out, epochs, evaluate,
                          group_by_length, lr, batch, seed, squad_scores(dev, splits[1]), "f1",
-                         metrics_read_inputs=True)
+                         metrics_read_inputs=True, warmup_proportion=warmup_proportion)
     result = timed_train(trainer, len(splits[0]), epochs)
     result["windows_per_question"] = len(train) / len(splits[0])
+    result["train_windows"], result["steps"] = len(train), trainer.state.global_step
     if evaluate:
         result["dev"] = scored(trainer, dev[0], squad_scores(dev, splits[1]), SCORES["squad"])
         result["test"] = scored(trainer, test[0], squad_scores(test, splits[2]), SCORES["squad"])

@@ -36,16 +36,20 @@ def tags_from_logits(logits, features, sentences, labels: list[str]) -> list[lis
     return predicted
 
 
-def features_qa(tokenizer, examples, max_length: int, doc_stride: int) -> tuple[list[dict], list[dict]]:
+def features_qa(tokenizer, examples, max_length: int, doc_stride: int | None,
+                overlap: int | None = None) -> tuple[list[dict], list[dict]]:
     """(model inputs, decoding info) per window of `[CLS] question [SEP] context [SEP]`, as run_qa.py's
     prepare_train_features: the answer's first and last token, or [CLS] when the window misses it.
-    doc_stride is bertlab's (the step between windows); HF's `stride` is the overlap."""
+    doc_stride is bertlab's (the step between windows); HF's `stride` is the overlap, so each
+    question gets overlap = its window's context pieces - doc_stride. `overlap` instead passes
+    one overlap for every question, as run_qa.py's --doc_stride does."""
     inputs, info = [], []
     for index, example in enumerate(examples):
         question_length = len(tokenizer(example.question, add_special_tokens=False)["input_ids"])
         window = max_length - question_length - 3
+        stride = overlap if overlap is not None else max(window - doc_stride, 0)
         encoded = tokenizer(example.question, example.context, truncation="only_second", max_length=max_length,
-                            stride=max(window - doc_stride, 0), return_overflowing_tokens=True,
+                            stride=stride, return_overflowing_tokens=True,
                             return_offsets_mapping=True)
         text, start_char = example.answers[0]
         end_char = start_char + len(text)
@@ -62,21 +66,24 @@ def features_qa(tokenizer, examples, max_length: int, doc_stride: int) -> tuple[
     return inputs, info
 
 
-def answers_from_logits(start_logits, end_logits, info, examples, max_answer_length=30) -> dict[str, str]:
-    """{question id: answer text}: over each question's windows, the context span (start <= end,
-    at most max_answer_length tokens) of highest start + end logit."""
+def answers_from_logits(start_logits, end_logits, info, examples, max_answer_length=30,
+                        n_best_size=20) -> dict[str, str]:
+    """{question id: answer text}, as run_qa.py's postprocess_qa_predictions: in each window the
+    `n_best_size` highest starts and ends (over the whole row), kept when both are context tokens,
+    start <= end and the span is at most max_answer_length tokens; over all of a question's windows
+    (no max-context rule), the span of highest start + end logit."""
     best = {}
     for start_row, end_row, window in zip(start_logits, end_logits, info):
-        context = window["context"]
-        starts, ends = np.asarray(start_row)[context], np.asarray(end_row)[context]
-        scores = starts[:, None] + ends[None, :]
-        allowed = np.triu(np.ones_like(scores, dtype=bool)) & ~np.triu(np.ones_like(scores, dtype=bool),
-                                                                       max_answer_length)
-        i, j = np.unravel_index(np.where(allowed, scores, -np.inf).argmax(), scores.shape)
+        start_row, end_row = np.asarray(start_row), np.asarray(end_row)
+        context, offsets = set(window["context"]), window["offsets"]
         example = examples[window["example_index"]]
-        text = example.context[window["offsets"][context[i]][0]:window["offsets"][context[j]][1]]
-        if example.qas_id not in best or scores[i, j] > best[example.qas_id][0]:
-            best[example.qas_id] = (scores[i, j], text)
+        for i in np.argsort(start_row)[::-1][:n_best_size]:
+            for j in np.argsort(end_row)[::-1][:n_best_size]:
+                if i not in context or j not in context or j < i or j - i + 1 > max_answer_length:
+                    continue
+                score = start_row[i] + end_row[j]
+                if example.qas_id not in best or score > best[example.qas_id][0]:
+                    best[example.qas_id] = (score, example.context[offsets[i][0]:offsets[j][1]])
     return {qid: text for qid, (_, text) in best.items()}
 
 

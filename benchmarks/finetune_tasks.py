@@ -7,6 +7,7 @@ which the repo ships in data/manpages-ner and data/manpages-qa (their READMEs gi
 
     python benchmarks/finetune_tasks.py ner OUT_DIR      # OUT_DIR/{train,dev,test}.txt (CoNLL)
     python benchmarks/finetune_tasks.py squad OUT_DIR    # OUT_DIR/{train,dev,test}.json (SQuAD v1.1)
+    python benchmarks/finetune_tasks.py options OUT_DIR  # the same, long answers (qa_parity.py)
 
 ner: the sentences of every page's DESCRIPTION section (man(7) pages of sections 1-8), one word
 per line in BIO form. The labels come from the page's own typesetting, which the model never sees:
@@ -22,7 +23,14 @@ squad: each page's one-line NAME description ("ls - list directory contents"). A
 such lines of different pages ("NAME - description", one a line, at most 50 words); each line gives
 the question "What does NAME do?", whose answer is that line's description.
 
-Both split by a hash of the page name (a page's text lands in one split only) and keep a fixed
+options: each page's command-line options, from the `.TP` / `.IP` entries of its OPTIONS and
+DESCRIPTION sections whose tag starts with a dash ("-a, --all" then "do not ignore entries starting
+with ."). A context is 3 to 8 consecutive entries of one page ("TAG: description", one entry a
+line, at most `max_words` words: often longer than a 256-piece window); each entry gives the
+question "What does the option TAG of NAME do?", whose answer is the entry's description (its first
+paragraph, 3 to 40 words: 15 on average, a fifth past 22).
+
+All three split by a hash of the page name (a page's text lands in one split only) and keep a fixed
 sample of each split (--train/--dev/--test; the same on every run of the same machine).
 """
 import argparse
@@ -249,6 +257,107 @@ def build_squad(out: str, man_dir="/usr/share/man", sizes=None, seed=0, sections
     return stats
 
 
+# --- options: long answers --------------------------------------------------------------------------
+ENTRY_END = re.compile(r"^\.(TP|IP|PP|P|LP|SH|SS|RS|RE|HP|TQ|nf|fi|in|sp|br|ti|EX|EE)\b")
+
+
+def _plain(line: str) -> str:
+    """A source line as its text: font macros and escapes resolved, requests dropped."""
+    if line.startswith(".\\\""):
+        return ""
+    if line.startswith((".", "'")):
+        text = _macro_text(line)
+        if text is None:
+            return ""
+        line = text
+    for pattern, repl in TROFF_ESCAPES:
+        line = re.sub(pattern, repl, line)
+    line = line.replace("\\^", "").replace("\\|", "")
+    return " ".join(LEFTOVER_ESCAPES.sub("", line).split())
+
+
+def option_entries(source: str, min_words=3, max_words=40) -> list[tuple[str, str]]:
+    """(tag, description) of each option entry (.TP tag line, or .IP "tag") of a man(7) page."""
+    lines, entries, k = source.splitlines(), [], 0
+    while k < len(lines):
+        line = lines[k]
+        k += 1
+        if line.startswith(".TP"):
+            while k < len(lines) and lines[k].startswith(".TQ"):
+                k += 1
+            if k >= len(lines):
+                break
+            tag = _plain(lines[k])
+            k += 1
+        elif line.startswith(".IP "):
+            args = re.findall(r'"[^"]*"|\S+', line[4:])
+            tag = _plain(args[0].strip('"')) if args else ""
+        else:
+            continue
+        body = []
+        while k < len(lines) and not ENTRY_END.match(lines[k]):
+            body.append(_plain(lines[k]))
+            k += 1
+        text = " ".join(" ".join(body).split())
+        if tag.startswith("-") and len(tag) <= 60 and min_words <= len(text.split()) <= max_words:
+            entries.append((tag, text))
+    return entries
+
+
+def option_paragraphs(name: str, entries, rng: random.Random, max_words: int, first_id: int) -> list[dict]:
+    """SQuAD paragraphs of 3 to 8 consecutive entries of one page, each entry asked about."""
+    paragraphs, i = [], 0
+    while i + 3 <= len(entries):
+        chosen = []
+        for tag, text in entries[i:i + rng.randint(3, 8)]:
+            words = sum(len(f"{t}: {d}".split()) for t, d in [*chosen, (tag, text)])
+            if words > max_words and len(chosen) >= 3:
+                break
+            chosen.append((tag, text))
+        i += len(chosen)
+        context, qas = "", []
+        for tag, text in chosen:
+            start = len(context) + len(f"{tag}: ")
+            context += f"{tag}: {text}\n"
+            qas.append({"id": f"{name}-{first_id + len(paragraphs)}-{len(qas)}",
+                        "question": f"What does the option {tag} of {name} do?",
+                        "answers": [{"text": text, "answer_start": start}]})
+        paragraphs.append({"context": context, "qas": qas})
+    return paragraphs
+
+
+def build_options(out: str, man_dir="/usr/share/man", sizes=None, seed=0, sections="18", licensed_only=False,
+                  max_words=150) -> dict:
+    """Write OUT/{train,dev,test}.json (SQuAD v1.1) of option questions (the module docstring);
+    returns each split's questions, paragraphs and answer lengths. A page's options land in one
+    split (split_of its name); a description met before (another page's copy) is left out."""
+    rng, pages, seen = random.Random(seed), {"train": [], "dev": [], "test": []}, set()
+    for name, path in man_pages(man_dir, sections, licensed_only):
+        entries = []
+        for tag, text in option_entries(page_text(path)):
+            if text.lower() not in seen:
+                seen.add(text.lower())
+                entries.append((tag, text))
+        if len(entries) >= 3:
+            pages[split_of(name)].append((name, entries))
+    stats = {}
+    for split, found in pages.items():
+        rng.shuffle(found)
+        paragraphs = []
+        for name, entries in found:
+            if sizes and sum(len(p["qas"]) for p in paragraphs) >= sizes[split]:
+                break
+            paragraphs += option_paragraphs(name, entries, rng, max_words, len(paragraphs))
+        with open(os.path.join(out, f"{split}.json"), "w", encoding="utf-8") as f:
+            json.dump({"version": "1.1", "data": [{"title": "manual page options", "paragraphs": paragraphs}]}, f)
+        words = [len(qa["answers"][0]["text"].split()) for p in paragraphs for qa in p["qas"]]
+        stats[split] = {"paragraphs": len(paragraphs), "questions": len(words), "pages": len({
+            qa["id"].rsplit("-", 2)[0] for p in paragraphs for qa in p["qas"]}),
+            "answer_words_mean": round(sum(words) / max(len(words), 1), 1),
+            "answers_over_22_words": round(sum(w > 22 for w in words) / max(len(words), 1), 3)}
+    return stats
+
+
 def _sampled(splits: dict, sizes: dict | None, seed: int) -> dict:
     """A fixed random sample of each split (in a fixed order), `sizes[split]` items at most."""
     sampled = {}
@@ -260,20 +369,22 @@ def _sampled(splits: dict, sizes: dict | None, seed: int) -> dict:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("task", choices=["ner", "squad"])
+    parser.add_argument("task", choices=["ner", "squad", "options"])
     parser.add_argument("out")
     parser.add_argument("--man-dir", default="/usr/share/man")
     parser.add_argument("--train", type=int, default=3000)
     parser.add_argument("--dev", type=int, default=400)
     parser.add_argument("--test", type=int, default=400)
-    parser.add_argument("--sections", default=SECTIONS, help=f"the sections whose text is used (default {SECTIONS})")
+    parser.add_argument("--sections", default=None,
+                        help=f"the sections whose text is used (default {SECTIONS}; options: 18)")
     parser.add_argument("--licensed-only", action="store_true",
                         help="only pages under the Linux man-pages copyleft licence (what the repo may ship)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    build = build_ner if args.task == "ner" else build_squad
+    build = {"ner": build_ner, "squad": build_squad, "options": build_options}[args.task]
+    sections = args.sections or ("18" if args.task == "options" else SECTIONS)
     stats = build(args.out, args.man_dir, {"train": args.train, "dev": args.dev, "test": args.test},
-                  sections=args.sections, licensed_only=args.licensed_only)
+                  sections=sections, licensed_only=args.licensed_only)
     print(json.dumps(stats), file=sys.stderr)
 
 

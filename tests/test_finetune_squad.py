@@ -396,3 +396,45 @@ def test_questions_with_gold_answers_are_labelled():
     assert task.is_labelled([_example("three"), _example(None)])
     assert not task.is_labelled([_example("three"), SquadExample("u", "what", TEN, [])])
     assert not task.is_labelled([])
+
+
+# --- golden: HF run_qa's windows (benchmarks/qa_parity.py compares the two sides on them) ------------
+def test_windows_and_labels_match_run_qa_with_the_stride_converted(minilm_dir):
+    """Our doc_stride is google's step between window starts; HF's stride is the overlap of two
+    windows. With overlap = (max_length - question pieces - 3) - doc_stride for each question, HF's
+    tokenizer cuts the same windows, and run_qa's labels (answer tokens, or [CLS] for an answer the
+    window cuts) equal ours, long answers crossing a window boundary included."""
+    transformers = pytest.importorskip("transformers")
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "benchmarks"))
+    import finetune_hf
+    context = " ".join([GOLDEN_CONTEXT] * 3)
+    answers = ["Café  Müller", "served apple-strudel to   visiting Pianists; its owner, Hans-Peter O'Neill, sold it",
+               "12,000 marks. The Café  Müller, opened in 1921 (in Berlin), served apple-strudel"]
+    examples = [SquadExample(str(i), f"what is answer {i} of the café?", context,
+                             [(a, context.index(a, 40 * i))]) for i, a in enumerate(answers)]
+    ours = featurize_squad(examples, BertTokenizer.from_pretrained(minilm_dir), max_seq_length=48, doc_stride=10)
+    theirs, _ = finetune_hf.features_qa(transformers.AutoTokenizer.from_pretrained(minilm_dir), examples, 48, 10)
+    assert len(ours) == len(theirs) > 3 * len(examples)
+    assert [o["input_ids"] for o in ours] == [t["input_ids"] for t in theirs]
+    assert [(o["start_position"], o["end_position"]) for o in ours] == \
+        [(t["start_positions"], t["end_positions"]) for t in theirs]
+    assert sum(o["start_position"] > 0 for o in ours) >= len(examples)
+
+
+def test_option_questions_from_a_man_page(tmp_path):
+    """benchmarks/finetune_tasks.py's `options` set (qa_parity.py's long answers): each .TP entry
+    whose tag is an option gives a question whose answer, the entry's text, sits at answer_start."""
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "benchmarks"))
+    import finetune_tasks
+    page = "\n".join([".TH DEMO 1", ".SH OPTIONS", ".TP", r"\fB\-a\fR, \fB\-\-all\fR",
+                      "do not ignore entries", "starting with .", ".TP", ".B \\-\\-help", "print a short help",
+                      ".TP", "FILES", "not an option entry at all", ".TP", r'.BR \-x ", " \-\-extra',
+                      r"list \fIthe\fP extra things here", ".SH SEE ALSO"])
+    entries = finetune_tasks.option_entries(page)
+    assert entries == [("-a, --all", "do not ignore entries starting with ."), ("--help", "print a short help"),
+                       ("-x, --extra", "list the extra things here")]
+    paragraphs = finetune_tasks.option_paragraphs("demo", entries, __import__("random").Random(0), 150, 0)
+    (tmp_path / "o.json").write_text(json.dumps({"data": [{"paragraphs": paragraphs}]}), encoding="utf-8")
+    examples = read_squad(tmp_path / "o.json")
+    assert [e.question for e in examples][0] == "What does the option -a, --all of demo do?"
+    assert all(e.found_answers() == e.answers for e in examples) and len(examples) == 3
