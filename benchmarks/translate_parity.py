@@ -147,7 +147,7 @@ def main():
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         lines.append(f"| {r['side']} | {r['seed']} | {r['valid_nll']:.3f} | {r['bleu']:.2f} | {r['brevity_penalty']:.2f} "
-                     f"| {r['chrf']:.1f} | {r['target_tokens'] or 0:,} | {r['seconds']:.0f} |")
+                     f"| {r['chrf']:.1f} | {int(r['target_tokens'] or 0):,} | {r['seconds']:.0f} |")
     for side in sides:
         mine = [r for r in results if r["side"] == side]
         mean = {k: statistics.mean(r[k] for r in mine) for k in ("valid_nll", "bleu", "brevity_penalty", "chrf")}
