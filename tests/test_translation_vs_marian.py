@@ -19,14 +19,7 @@ transformers = pytest.importorskip("transformers")
 from bench_translate import TeacherForcing, hf_loss, models  # noqa: E402
 
 PAD, BOS, EOS = 0, 2, 3
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: threads only add overhead
 
 
 def config(**overrides):
