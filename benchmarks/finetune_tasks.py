@@ -217,25 +217,34 @@ def one_liners(man_dir: str, sections=SECTIONS, licensed_only=False) -> dict[str
     return splits
 
 
-def squad_paragraphs(lines: list[tuple[str, str]], rng: random.Random, max_words=50) -> list[dict]:
-    """SQuAD paragraphs of 2 to 8 "NAME - description" lines, each line asked about."""
-    rng.shuffle(lines)
+def grouped_paragraphs(items, rng: random.Random, least: int, max_words: int, prefix, question, qid) -> list[dict]:
+    """SQuAD paragraphs of `least` to 8 consecutive (key, text) items (fewer words than max_words once
+    `least` are in), one line `prefix(key)` + text each, each line's text asked about by `question(key)`;
+    `qid(key, paragraph, line)` names the question."""
     paragraphs, i = [], 0
-    while i + 2 <= len(lines):
+    while i + least <= len(items):
         chosen = []
-        for name, text in lines[i:i + rng.randint(2, 8)]:
-            if sum(len(f"{n} - {t}".split()) for n, t in [*chosen, (name, text)]) > max_words and len(chosen) >= 2:
+        for key, text in items[i:i + rng.randint(least, 8)]:
+            words = sum(len(f"{prefix(k)}{t}".split()) for k, t in [*chosen, (key, text)])
+            if words > max_words and len(chosen) >= least:
                 break
-            chosen.append((name, text))
+            chosen.append((key, text))
         i += len(chosen)
         context, qas = "", []
-        for name, text in chosen:
-            start = len(context) + len(f"{name} - ")
-            context += f"{name} - {text}\n"
-            qas.append({"id": f"{name}-{len(paragraphs)}", "question": f"What does {name} do?",
+        for key, text in chosen:
+            start = len(context) + len(prefix(key))
+            context += f"{prefix(key)}{text}\n"
+            qas.append({"id": qid(key, len(paragraphs), len(qas)), "question": question(key),
                         "answers": [{"text": text, "answer_start": start}]})
         paragraphs.append({"context": context, "qas": qas})
     return paragraphs
+
+
+def squad_paragraphs(lines: list[tuple[str, str]], rng: random.Random, max_words=50) -> list[dict]:
+    """SQuAD paragraphs of 2 to 8 "NAME - description" lines, each line asked about."""
+    rng.shuffle(lines)
+    return grouped_paragraphs(lines, rng, 2, max_words, lambda name: f"{name} - ",
+                              lambda name: f"What does {name} do?", lambda name, paragraph, _: f"{name}-{paragraph}")
 
 
 def build_squad(out: str, man_dir="/usr/share/man", sizes=None, seed=0, sections=SECTIONS, licensed_only=False) -> dict:
@@ -306,24 +315,9 @@ def option_entries(source: str, min_words=3, max_words=40) -> list[tuple[str, st
 
 def option_paragraphs(name: str, entries, rng: random.Random, max_words: int, first_id: int) -> list[dict]:
     """SQuAD paragraphs of 3 to 8 consecutive entries of one page, each entry asked about."""
-    paragraphs, i = [], 0
-    while i + 3 <= len(entries):
-        chosen = []
-        for tag, text in entries[i:i + rng.randint(3, 8)]:
-            words = sum(len(f"{t}: {d}".split()) for t, d in [*chosen, (tag, text)])
-            if words > max_words and len(chosen) >= 3:
-                break
-            chosen.append((tag, text))
-        i += len(chosen)
-        context, qas = "", []
-        for tag, text in chosen:
-            start = len(context) + len(f"{tag}: ")
-            context += f"{tag}: {text}\n"
-            qas.append({"id": f"{name}-{first_id + len(paragraphs)}-{len(qas)}",
-                        "question": f"What does the option {tag} of {name} do?",
-                        "answers": [{"text": text, "answer_start": start}]})
-        paragraphs.append({"context": context, "qas": qas})
-    return paragraphs
+    return grouped_paragraphs(entries, rng, 3, max_words, lambda tag: f"{tag}: ",
+                              lambda tag: f"What does the option {tag} of {name} do?",
+                              lambda tag, paragraph, line: f"{name}-{first_id + paragraph}-{line}")
 
 
 def build_options(out: str, man_dir="/usr/share/man", sizes=None, seed=0, sections="18", licensed_only=False,
