@@ -40,7 +40,7 @@ def quality(args):
     from bertlab.distillation.job import distill_job
     from bertlab.finetune.job import finetune_job
     from bertlab.finetune.tasks import make_task
-    from bertlab.finetune.trainer import FinetuneSettings
+    from bertlab.finetune.objective import FinetuneSettings
     files = {split: os.path.join(args.data, f"{split}.tsv") for split in ("train", "dev", "test")}
     common = dict(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, device="cpu", progress=False)
     rows = {}
@@ -103,7 +103,7 @@ def report_quality(args, rows):
 def runner(folder, path, batch_size):
     """A function running the folder's model over the file's texts once (what is timed), and its config.
     A task folder reads the file in its own layout and classifies; another model embeds its lines."""
-    from bertlab.finetune.trainer import predict_outputs
+    from bertlab.finetune.objective import predict_outputs
     from bertlab.inference.embed import embed_texts
     from bertlab.interop.load import load_model
     loaded = load_model(folder)

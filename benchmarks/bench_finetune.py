@@ -65,12 +65,12 @@ from harness import Row, print_table  # noqa: E402
 from bertlab.finetune import metrics  # noqa: E402
 from bertlab.finetune.classification import SequenceClassificationTask  # noqa: E402
 from bertlab.finetune.entities import entity_scores  # noqa: E402
-from bertlab.finetune.folder import load_finetuned  # noqa: E402
+from bertlab.interop.finetuned import load_finetuned  # noqa: E402
 from bertlab.finetune.ner import TokenClassificationTask  # noqa: E402
 from bertlab.finetune.setup import load_base_model  # noqa: E402
 from bertlab.finetune.squad import QuestionAnsweringTask  # noqa: E402
 from bertlab.finetune.squad_metrics import squad_evaluate  # noqa: E402
-from bertlab.finetune.trainer import FinetuneSettings, finetune, predict_outputs  # noqa: E402
+from bertlab.finetune.objective import FinetuneSettings, finetune, predict_outputs  # noqa: E402
 from bertlab.interop import resolve  # noqa: E402
 from bertlab.training.memory import peak_rss_mb  # noqa: E402
 

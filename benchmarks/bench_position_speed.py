@@ -24,7 +24,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     from bertlab.models import BertForPreTraining
-    from bertlab.pretraining.trainer import preset_config
+    from bertlab.pretraining.objective import preset_config
     kinds = ["absolute", "relative_key", "relative_key_query", "nezha"]
     models = {}
     for kind in kinds:

@@ -171,7 +171,7 @@ def build_side(side: str, config_name: str, optimizer: str, device: str = "cpu",
     elif side == "bertlab":
         from bertlab.models.bert import BertForPreTraining
         from bertlab.models.bert_config import BertConfig
-        from bertlab.pretraining.loss import pretraining_loss
+        from bertlab.models.losses import pretraining_loss
         from bertlab.training.optim import param_groups
         model = BertForPreTraining(BertConfig(vocab_size=30522, **overrides))
         groups = param_groups(model, 0.01)
@@ -210,7 +210,7 @@ def _build_albert(side: str, overrides: dict, optimizer: str, device: str, compi
     config = albert_config(overrides)
     if side == "bertlab":
         from bertlab.models import AlbertForPreTraining
-        from bertlab.pretraining.loss import pretraining_loss
+        from bertlab.models.losses import pretraining_loss
         from bertlab.training.optim import param_groups
         model = AlbertForPreTraining(config)
 

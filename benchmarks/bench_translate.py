@@ -14,7 +14,7 @@ Training: the first ``--batches`` batches of epoch 0 of our token-budget batchin
 (``ParallelData.batches``) over the corpus's training split, encoded with one joint subword
 vocabulary (as ``translate-train --joint-vocab``); each timed call is forward + label-smoothed loss
 (0.1) + backward + optimizer step on every one of them, dropout on. Ours: the loss of our trainer
-(``translation_trainer.step_loss_of``: summed smoothed cross-entropy / target tokens); HF: the
+(``translation.objective.step_loss_of``: summed smoothed cross-entropy / target tokens); HF: the
 logits of ``MarianMTModel(input_ids, attention_mask, decoder_input_ids)`` through ``LabelSmoother``,
 exactly what ``Seq2SeqTrainer(label_smoothing_factor=0.1)`` runs. Both use our trainer's optimizer,
 torch's fused AdamW (``training.optim.make_adamw``) with the paper's Adam settings: betas (0.9,
@@ -59,7 +59,7 @@ from bertlab.io import read_lines  # noqa: E402
 from bertlab.models.transformer import Seq2SeqTransformer, TransformerConfig  # noqa: E402
 from bertlab.tokenization.subword import SubwordTokenizer  # noqa: E402
 from bertlab.training.optim import make_adamw  # noqa: E402
-from bertlab.training.translation_trainer import step_loss_of  # noqa: E402
+from bertlab.translation.objective import step_loss_of  # noqa: E402
 
 HF = "HF MarianMTModel"
 

@@ -70,7 +70,7 @@ def run_bertlab(corpus, a, seed, out):
     import torch
     from gensim.models import KeyedVectors
 
-    from bertlab.training.word2vec_trainer import Word2VecSettings, train_word2vec
+    from bertlab.word2vec.job import Word2VecSettings, train_word2vec
     torch.set_num_threads(a.threads)
     s = Word2VecSettings(out=out, architecture=a.architecture, dim=a.dim, window=a.window, min_count=a.min_count,
                          sample=a.sample, negative=a.negative, lr=a.lr, epochs=a.epochs, batch_size=a.batch_size,

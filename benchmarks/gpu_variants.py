@@ -42,7 +42,7 @@ import bertlab.core.fast_paths as fast_paths  # noqa: E402
 from bertlab.device import peak_tflops  # noqa: E402
 from bertlab.models import GPT, GPTConfig  # noqa: E402
 from bertlab.models.bert import MaskedLMHead  # noqa: E402
-from bertlab.pretraining.loss import pretraining_loss  # noqa: E402
+from bertlab.models.losses import pretraining_loss  # noqa: E402
 from bertlab.training.engine import autocast_context, train_step  # noqa: E402
 from bertlab.training.flops import transformer_flops_per_token  # noqa: E402
 from bertlab.training.schedules import make_scheduler  # noqa: E402

@@ -26,7 +26,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_pretrain import hf_labels  # noqa: E402
 from bertlab.pretraining.shards import PretrainingData  # noqa: E402
-from bertlab.pretraining.trainer import PRESETS  # noqa: E402
+from bertlab.pretraining.objective import PRESETS  # noqa: E402
 
 
 def hf_batch(data, indices):

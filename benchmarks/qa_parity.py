@@ -150,9 +150,9 @@ def decoders(data, out, a) -> list[dict]:
     import finetune_hf
     import torch
 
-    from bertlab.finetune.folder import load_finetuned
+    from bertlab.interop.finetuned import load_finetuned
     from bertlab.finetune.squad_metrics import squad_evaluate
-    from bertlab.finetune.trainer import predict_outputs
+    from bertlab.finetune.objective import predict_outputs
     from bertlab.inference.qa import QaSettings, answer_questions
     torch.set_num_threads(a.threads)
     rows = []

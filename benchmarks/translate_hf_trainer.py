@@ -59,7 +59,7 @@ from bertlab.data.parallel import ParallelData, collate  # noqa: E402
 from bertlab.inference.translate import length_limits  # noqa: E402
 from bertlab.interop.translation_folder import bleu_tokenize  # noqa: E402
 from bertlab.io import read_lines  # noqa: E402
-from bertlab.training.translation_trainer import (TranslationSettings, translation_config,  # noqa: E402
+from bertlab.translation.objective import (TranslationSettings, translation_config,  # noqa: E402
                                                   translation_vocabularies, validation_loss)
 
 

@@ -116,7 +116,7 @@ def main():
 
     from bertlab.data.parallel import ParallelData
     from bertlab.io import read_lines
-    from bertlab.training.translation_trainer import translation_vocabularies
+    from bertlab.translation.objective import translation_vocabularies
     path = lambda split, lang: os.path.join(args.data, f"{split}.{lang}")  # noqa: E731
     args.vocab = os.path.join(args.out, "vocab")
     reuse = os.path.isdir(os.path.join(args.vocab, "source_tokenizer"))

@@ -21,7 +21,7 @@ def tiny_gpt_config():
 
 def char_token_files(folder) -> str:
     """train.bin / val.bin of 400 short lines, character-level, in `folder` (returned as a str)."""
-    from bertlab.data.token_stream import prepare_token_files
+    from bertlab.lm.token_stream import prepare_token_files
     from bertlab.tokenization.char_level import CharTokenizer
     text = folder / "corpus.txt"
     text.write_text("".join(f"line {i}: the quick brown fox {i % 7} jumps over the lazy dog\n"

@@ -17,7 +17,7 @@ def bert_vocab():
 
 def make_folders(root) -> dict:
     from bertlab import BertConfig, BertModel, BertTokenizer, save_pretrained
-    from bertlab.finetune.folder import save_finetuned
+    from bertlab.interop.finetuned import save_finetuned
     from bertlab.finetune.tasks import make_task
     from bertlab.interop.hf_gpt2 import save_pretrained as save_gpt2
     from bertlab.interop.translation_folder import save_translation_model
@@ -35,7 +35,7 @@ def make_folders(root) -> dict:
     for name, labels in FINETUNED.items():
         task = make_task(name, labels=labels)
         folders[name] = str(root / name)
-        save_finetuned(folders[name], task.build_model(config, init_weights=True).eval(), tokenizer, task)
+        save_finetuned(folders[name], task.build_model(config, init_weights=True).eval(), tokenizer, task.state())
     chars = CharTokenizer.train(SENTENCES)
     gpt = GPT(GPTConfig(vocab_size=chars.vocab_size, n_positions=64, n_embd=16, n_layer=2, n_head=2)).eval()
     folders["gpt"] = str(root / "gpt")

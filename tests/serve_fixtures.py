@@ -25,9 +25,9 @@ def _bert_config(tokenizer):
 
 
 def _finetuned(folder, task):
-    from bertlab.finetune.folder import save_finetuned
+    from bertlab.interop.finetuned import save_finetuned
     tokenizer = _bert_tokenizer()
-    save_finetuned(str(folder), task.build_model(_bert_config(tokenizer)).eval(), tokenizer, task)
+    save_finetuned(str(folder), task.build_model(_bert_config(tokenizer)).eval(), tokenizer, task.state())
     return str(folder)
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from bertlab.finetune.tasks import task_from_state
 from bertlab.cli import main
 from bertlab.distillation.objective import (TaskDistillation, TaskDistillSettings, cosine_loss, logits_with_hidden,
                                             soft_target_loss, unmasked)
@@ -93,8 +94,9 @@ def test_cosine_loss_by_hand_skips_padding():
 def test_task_loss_is_the_weighted_sum_of_hand_computed_terms(tiny):
     """TaskDistillation.loss on a tiny batch equals alpha_soft·T²·CE + alpha_hard·CE(labels) +
     alpha_cos·(1 - cos), each term computed here from the two models' outputs directly."""
-    from bertlab.finetune.folder import load_finetuned
-    task, teacher, tokenizer = load_finetuned(tiny["teacher"])
+    from bertlab.interop.finetuned import load_finetuned
+    _loaded = load_finetuned(tiny["teacher"])
+    task, teacher, tokenizer = task_from_state(_loaded), _loaded.model, _loaded.tokenizer
     student = student_from_teacher(teacher, 2, lambda c: task.build_model(c, init_weights=False)).eval()
     examples = task.read(tiny["train"])[:5]
     batch = task.collate(task.featurize(examples, tokenizer), tokenizer.pad_token_id)

@@ -11,7 +11,7 @@ from bertlab.device import peak_tflops, resolve_precision
 from bertlab.models import GPT
 from bertlab.training import engine
 from bertlab.training.engine import fit
-from bertlab.training.lm_trainer import GPTSettings, LanguageModeling
+from bertlab.lm.objective import GPTSettings, LanguageModeling
 from engine_checks import char_token_files, tiny_gpt_config
 
 CONFIG = tiny_gpt_config()

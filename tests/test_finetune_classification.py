@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 import torch
 
+from bertlab.finetune.tasks import task_from_state
 from bertlab.finetune.classification import RegressionTask, SequenceClassificationTask
 from bertlab.finetune.examples import TableFormat, read_table
-from bertlab.finetune.folder import load_finetuned
+from bertlab.interop.finetuned import load_finetuned
 from bertlab.finetune.glue import glue_files, glue_task
-from bertlab.finetune.trainer import FinetuneSettings, finetune, length_grouped_batches, predict_outputs
+from bertlab.finetune.objective import FinetuneSettings, finetune, length_grouped_batches, predict_outputs
 from bertlab.models import BertConfig
 from bertlab.tokenization import BertTokenizer, Vocab
 
@@ -139,7 +140,8 @@ def test_a_tiny_model_learns_and_its_folder_predicts_alone(sentiment_files, tmp_
     losses = [r["loss"] for r in log if r["kind"] == "train"]
     assert np.mean(losses[-5:]) < 0.2 * np.mean(losses[:5])
 
-    task2, model2, tokenizer2 = load_finetuned(tmp_path / "out" / "model")
+    _loaded = load_finetuned(tmp_path / "out" / "model")
+    task2, model2, tokenizer2 = task_from_state(_loaded), _loaded.model, _loaded.tokenizer
     assert task2.labels == ["0", "1"] and task2.state() == task.state()
     features = task2.featurize(dev, tokenizer2)
     outputs = predict_outputs(task2, model2, features)
@@ -215,14 +217,14 @@ def test_long_inputs_default_to_truncation_and_old_folders_keep_their_windows(tm
     existed was trained on windows and is still read that way."""
     import json
 
-    from bertlab.finetune.folder import load_finetuned, save_finetuned
+    from bertlab.interop.finetuned import load_finetuned, save_finetuned
     tokenizer = tiny_tokenizer()
     task = SequenceClassificationTask(["0", "1"], max_seq_length=8)
     assert task.options["long_inputs"] == "truncate"
-    save_finetuned(tmp_path / "model", task.build_model(tiny_config(len(tokenizer.vocab))), tokenizer, task)
-    assert load_finetuned(tmp_path / "model")[0].options["long_inputs"] == "truncate"
+    save_finetuned(tmp_path / "model", task.build_model(tiny_config(len(tokenizer.vocab))), tokenizer, task.state())
+    assert task_from_state(load_finetuned(tmp_path / "model")).options["long_inputs"] == "truncate"
     path = tmp_path / "model" / "task.json"
     state = json.loads(path.read_text())
     del state["long_inputs"]
     path.write_text(json.dumps(state))
-    assert load_finetuned(tmp_path / "model")[0].options["long_inputs"] == "windows"
+    assert task_from_state(load_finetuned(tmp_path / "model")).options["long_inputs"] == "windows"

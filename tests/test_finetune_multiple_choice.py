@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from bertlab.finetune.folder import load_finetuned
+from bertlab.finetune.tasks import task_from_state
+from bertlab.interop.finetuned import load_finetuned
 from bertlab.finetune.tasks import make_task
-from bertlab.finetune.trainer import FinetuneSettings, finetune, predict_outputs
+from bertlab.finetune.objective import FinetuneSettings, finetune, predict_outputs
 from test_finetune_classification import tiny_config, tiny_tokenizer, write
 
 HEADER = "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label\n"
@@ -74,7 +75,8 @@ def test_a_tiny_model_learns_to_choose_and_its_folder_predicts_alone(tmp_path):
               if json.loads(line)["kind"] == "train"]
     assert np.mean(losses[-5:]) < 0.3 * np.mean(losses[:5])
 
-    task2, model2, tokenizer2 = load_finetuned(tmp_path / "out" / "model")
+    _loaded = load_finetuned(tmp_path / "out" / "model")
+    task2, model2, tokenizer2 = task_from_state(_loaded), _loaded.model, _loaded.tokenizer
     assert task2.state() == task.state() and task2.name == "multiple_choice"
     unlabelled = task2.read(write(tmp_path / "test.csv", swag_rows(32, seed=1, labelled=False)))
     assert all(e.label is None for e in unlabelled)

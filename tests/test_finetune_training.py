@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 
 from bertlab.finetune.tasks import make_task
-from bertlab.finetune.trainer import FinetuneSettings, finetune
+from bertlab.finetune.objective import FinetuneSettings, finetune
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: threads only add overhead
 

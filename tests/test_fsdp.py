@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from bertlab.data.token_stream import TokenStream
+from bertlab.lm.token_stream import TokenStream
 from bertlab.training.engine import fit
-from bertlab.training.lm_trainer import GPTSettings, LanguageModeling
+from bertlab.lm.objective import GPTSettings, LanguageModeling
 from engine_checks import char_token_files, free_port, spawn, tiny_gpt_config
 
 STEPS = 4
@@ -109,7 +109,7 @@ def test_fsdp_gpt_equals_one_process_and_resumes_exactly(tokens, tmp_path):
 def _bert_fsdp(data, vocab_size, out):
     from test_pretraining_ddp import _settings
 
-    from bertlab.pretraining.trainer import train_pretraining
+    from bertlab.pretraining.objective import train_pretraining
     summary = train_pretraining(replace(_settings(data, vocab_size, out, batch_size=4), sharding="fsdp"))
     model = summary["model"]
     assert model.mlm.embedding_table is model.bert.embeddings.word_embeddings.weight  # still tied
@@ -123,7 +123,7 @@ def test_fsdp_bert_pretraining_with_tied_decoder_equals_one_process(tmp_path):
     from test_pretraining_ddp import STEPS as BERT_STEPS, _settings
 
     from bertlab.interop.folder import read_state_dict
-    from bertlab.pretraining.trainer import train_pretraining
+    from bertlab.pretraining.objective import train_pretraining
     train, _, tokenizer = make_folders(tmp_path / "data", max_seq_length=32, masked=4, held_out=10, limit=400)
     vocab_size = len(tokenizer.vocab)
     spawn(_bert_fsdp, train, vocab_size, str(tmp_path / "fsdp"))

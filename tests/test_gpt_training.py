@@ -8,12 +8,12 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from bertlab.data.token_stream import TokenStream, prepare_token_files, split_lines, unigram_perplexity
+from bertlab.lm.token_stream import TokenStream, prepare_token_files, split_lines, unigram_perplexity
 from bertlab.models import GPT, GPTConfig
 from bertlab.tokenization.char_level import CharTokenizer
 from bertlab.training import lr_multiplier, make_adamw, make_scheduler, param_groups
 from bertlab.training.engine import train_step
-from bertlab.training.lm_trainer import GPTSettings, LanguageModeling, train_gpt
+from bertlab.lm.objective import GPTSettings, LanguageModeling, train_gpt
 
 CONFIG = GPTConfig.preset("test", n_positions=16, resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1)
 

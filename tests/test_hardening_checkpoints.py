@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 import torch
 
-from bertlab.data.token_stream import TokenStream, load_tokens
-from bertlab.pretraining.data_order import DataOrder
+from bertlab.lm.token_stream import TokenStream, load_tokens
+from bertlab.training.data_order import DataOrder
 from bertlab.pretraining.shards import PretrainingData
 from cli_cases import Result, assert_error, assert_ok, run_cli, write
 from pretraining_data import TINY, make_folders
@@ -486,7 +486,7 @@ def test_token_files_are_checked_once_when_opened(tmp_path):
 # ---- the other objectives' positions -------------------------------------------------------------------
 
 def test_a_translation_stream_refuses_positions_past_its_batches():
-    from bertlab.training.translation_trainer import BatchStream
+    from bertlab.translation.objective import BatchStream
     data = types.SimpleNamespace(batches=lambda epoch, max_tokens, seed: [[0], [1], [2]])
     stream = BatchStream(data, max_tokens=64, seed=0)
     for state, needle in [({"epoch": 0, "index": 4}, "index in epoch 0 is 4; it must be from 0 to 3"),
@@ -527,7 +527,7 @@ def test_crafted_translation_snapshots_are_refused(tmp_path):
 
 
 def test_finetuning_batches_refuse_a_crafted_queue_or_generator():
-    from bertlab.finetune.trainer import Batches
+    from bertlab.finetune.objective import Batches
     task = types.SimpleNamespace(feature_length=len)
     batches = Batches(task, [[1, 2]] * 10, batch_size=4, group_by_length=False, seed=0, pad_id=0, device="cpu")
     batches._draw()  # an epoch drawn: a queue and a moved generator
@@ -548,7 +548,7 @@ def test_finetuning_batches_refuse_a_crafted_queue_or_generator():
 
 
 def test_finetuning_refuses_a_crafted_best_evaluation():
-    from bertlab.finetune.trainer import FineTuning
+    from bertlab.finetune.objective import FineTuning
     objective = FineTuning.__new__(FineTuning)  # its position alone: no task or model needed
     objective.run = types.SimpleNamespace(step=10)
     objective.batches = types.SimpleNamespace(load_state_dict=lambda state: None)
@@ -565,7 +565,7 @@ def test_finetuning_refuses_a_crafted_best_evaluation():
 
 
 def test_word2vec_refuses_a_position_or_generator_it_could_not_have():
-    from bertlab.training.word2vec_trainer import Word2VecObjective
+    from bertlab.word2vec.objective import Word2VecObjective
     objective = Word2VecObjective.__new__(Word2VecObjective)
     objective.run, objective.s = types.SimpleNamespace(step=5), types.SimpleNamespace(grad_accum=2)
     objective.rng = np.random.default_rng(0)

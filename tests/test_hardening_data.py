@@ -382,7 +382,7 @@ PRETRAIN_FIELDS = [("batch_size", 0), ("grad_accum", -1), ("max_steps", 0), ("ev
 def test_pretrain_settings_check_their_fields(f, field, value):
     """Python callers get the same checks as the command line, before any work."""
     from bertlab.models import BertConfig
-    from bertlab.pretraining.trainer import PretrainSettings
+    from bertlab.pretraining.objective import PretrainSettings
     with pytest.raises(ValueError, match=field if field != "optimizer" else "unknown optimizer"):
         PretrainSettings(data=f["shards"], out="unused", model=BertConfig.from_json_file(f["config"]), **{field: value})
 

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertlab.finetune import folder as folder_module
+from bertlab.finetune.tasks import task_from_state
+from bertlab.interop import finetuned as folder_module
 from bertlab.finetune.classification import SequenceClassificationTask
-from bertlab.finetune.folder import finish_swap, load_finetuned, readable_folder, save_finetuned
+from bertlab.interop.finetuned import finish_swap, load_finetuned, readable_folder, save_finetuned
 from bertlab.finetune.tasks import make_task
-from bertlab.finetune.trainer import FinetuneSettings
+from bertlab.finetune.objective import FinetuneSettings
 from bertlab.training import engine
 from cli_cases import BROKEN, NON_UTF8, assert_error, assert_ok, broken_copy, run_cli, write
 
@@ -158,7 +159,7 @@ def test_a_broken_base_model_leaves_the_earlier_run_alone(data, tmp_path):
     assert_ok(run_cli(*finetune_args(data, out=out)))
     model = broken_copy(data["base"], tmp_path, "garbage-weights")
     assert_error(run_cli(*finetune_args(data, "classify", "--overwrite", model=model, out=out)), model)
-    assert load_finetuned(out / "model")[0].labels == ["0", "1"]
+    assert task_from_state(load_finetuned(out / "model")).labels == ["0", "1"]
 
 
 def _edit_json(path, **changes):
@@ -366,7 +367,7 @@ def test_without_dev_the_last_model_is_kept_and_no_score_is_reported(data, tmp_p
     records = jsonl(out / "metrics.jsonl")
     assert [r["kind"] for r in records] == ["train", "train"]
     assert not (out / "checkpoint.pt").exists()  # a completed run leaves no checkpoint behind
-    task, _, _ = load_finetuned(out / "model")
+    task = task_from_state(load_finetuned(out / "model"))
     assert task.labels == ["0", "1"]
 
 
@@ -499,7 +500,7 @@ FS_STEPS = 9
 def test_replacing_a_model_folder_leaves_a_loadable_model_at_every_point(two_models, tmp_path, monkeypatch, kill_at):
     task, tokenizer, old, new = two_models
     folder = tmp_path / "model"
-    save_finetuned(folder, old, tokenizer, task)
+    save_finetuned(folder, old, tokenizer, task.state())
     calls = {"n": 0}
 
     def counted(real):
@@ -513,14 +514,14 @@ def test_replacing_a_model_folder_leaves_a_loadable_model_at_every_point(two_mod
     monkeypatch.setattr(folder_module.shutil, "rmtree", counted(folder_module.shutil.rmtree))
     monkeypatch.setattr(folder_module, "atomic_write_text", counted(folder_module.atomic_write_text))
     try:
-        save_finetuned(folder, new, tokenizer, task)
+        save_finetuned(folder, new, tokenizer, task.state())
         assert kill_at == 0 and calls["n"] == FS_STEPS
     except Killed:
         assert kill_at > 0
     monkeypatch.undo()
 
     def holds(model):
-        _, loaded, _ = load_finetuned(folder)
+        loaded = load_finetuned(folder).model
         return all(torch.equal(loaded.state_dict()[k], v) for k, v in model.state_dict().items())
     is_new = holds(new)
     assert is_new or holds(old)  # after a kill at any point: a whole model, the old one or the new one

@@ -360,8 +360,8 @@ def test_library_settings_refuse_what_the_flags_refuse():
     from bertlab.models import GPT, GPTConfig
     from bertlab.models.transformer import Seq2SeqTransformer, TransformerConfig
     from bertlab.training.engine import train_step
-    from bertlab.training.lm_trainer import GPTSettings
-    from bertlab.training.translation_trainer import TranslationSettings
+    from bertlab.lm.objective import GPTSettings
+    from bertlab.translation.objective import TranslationSettings
     gpt = GPTConfig.preset("test", n_positions=16)
     for bad, needle in (({"grad_clip": -1.0}, "grad_clip -1.0"), ({"batch_size": 0}, "batch_size 0"),
                         ({"lr": float("nan")}, "lr nan"), ({"block_size": 32}, "block_size 32: more than"),

@@ -436,7 +436,8 @@ def test_library_functions_check_their_numbers(models):
     for call, message in cases:
         with pytest.raises(ValueError, match=re.escape(message)):
             call()
-    from bertlab.inference.fill_mask import fill_mask, load_masked_lm
+    from bertlab.inference.fill_mask import fill_mask
+    from bertlab.interop.masked_lm import load_masked_lm
     model, tokenizer = load_masked_lm(models["mlm"])
     with pytest.raises(ValueError, match="top_k 0: must be at least 1"):
         fill_mask(model, tokenizer, ["[MASK]"], top_k=0)

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from bertlab.pretraining.trainer import PretrainSettings, train_pretraining
+from bertlab.pretraining.objective import PretrainSettings, train_pretraining
 from pretraining_data import TINY, assert_same_training_state, make_folders, train_records
 
 STEPS = 3

@@ -15,9 +15,9 @@ import torch
 
 from bertlab.models import BertConfig, BertForPreTraining
 from bertlab.pretraining.evaluation import evaluate
-from bertlab.pretraining.lamb import Lamb
+from bertlab.training.lamb import Lamb
 from bertlab.pretraining.shards import PretrainingData, ShardWriter, write_meta
-from bertlab.pretraining.trainer import PretrainSettings, train_pretraining
+from bertlab.pretraining.objective import PretrainSettings, train_pretraining
 from pretraining_data import (TINY, assert_same_training_state, checkpoint, make_folders, train_records,
                               write_folder)
 

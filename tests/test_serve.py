@@ -14,6 +14,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 from fastapi.testclient import TestClient  # noqa: E402
 
+from bertlab.finetune.tasks import task_from_state
 from bertlab.interop.load import load_model  # noqa: E402
 from bertlab.serve import Limits, create_app  # noqa: E402
 from serve_fixtures import build_models, running_server  # noqa: E402
@@ -114,7 +115,7 @@ def test_classify_ner_and_qa_equal_predict_examples(client, loaded):
 
     def library(name, inputs):
         m = loaded[name]
-        task = m.extra["task"]
+        task = task_from_state(m)
         rows = predict_examples(task, m.model, m.tokenizer, examples_from_inputs(task, inputs))
         return [{k: v for k, v in r.items() if k != "id"} for r in rows]
 

@@ -18,6 +18,7 @@ if not (CHROMIUM and CHROMEDRIVER):
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
+from bertlab.finetune.tasks import task_from_state
 from bertlab.interop.load import load_model  # noqa: E402
 from bertlab.serve import create_app  # noqa: E402
 from serve_fixtures import build_models, running_server  # noqa: E402
@@ -110,7 +111,7 @@ def test_fill_classify_tag_answer_translate(page, loaded, shots):
 
     def library(name, inputs):
         m = loaded[name]
-        task = m.extra["task"]
+        task = task_from_state(m)
         return predict_examples(task, m.model, m.tokenizer, examples_from_inputs(task, inputs))[0]
 
     use(page, "sentiment", "classify")

@@ -13,7 +13,7 @@ from bertlab.cli import main
 from bertlab.models import BertConfig
 from bertlab.models.span_boundary import BertForSpanBoundaryPreTraining, SpanBoundaryHead
 from bertlab.pretraining.create import load_vocab_tokenizer
-from bertlab.pretraining.loss import pretraining_loss
+from bertlab.models.losses import pretraining_loss
 from bertlab.pretraining.shards import PretrainingData
 from bertlab.pretraining.span_masking import (create_span_masked_lm_predictions, span_length_weights,
                                               words_of)

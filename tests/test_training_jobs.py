@@ -7,10 +7,12 @@ import pytest
 import torch
 
 from bertlab.models import BertConfig
-from bertlab.pretraining import trainer as pretraining_trainer
+from bertlab.pretraining import objective as pretraining_trainer
 from bertlab.pretraining.job import pretrain_job
-from bertlab.training import lm_trainer, translation_trainer
-from bertlab.training.jobs import gpt_train_job, translate_train_job
+from bertlab.lm import objective as lm_objective
+from bertlab.translation import objective as translation_objective
+from bertlab.lm.job import gpt_train_job
+from bertlab.translation.job import translate_train_job
 
 from pretraining_data import TINY, make_folders
 from test_translation_training import write_corpus
@@ -34,7 +36,7 @@ def test_gpt_train_job(tmp_path):
     assert summary["model"].config.n_positions == 16
     for name in ("inputs.json", "data/meta.json", "model/config.json", "summary.json", "samples.txt"):
         assert os.path.exists(out / name), name
-    assert lm_trainer.report(summary, str(out)).splitlines()[1] == f"model: {out / 'model'}"
+    assert lm_objective.report(summary, str(out)).splitlines()[1] == f"model: {out / 'model'}"
     with pytest.raises(ValueError, match="holds a training checkpoint"):
         gpt_train_job([str(text)], str(out), tokenizer="char", preset="test", block_size=16)
 
@@ -50,7 +52,7 @@ def test_translate_train_job(tmp_path):
     assert summary["model"].config.share_embeddings  # one vocabulary for both sides
     for name in ("inputs.json", "vocab/source_tokenizer", "model/translation.json", "summary.json"):
         assert os.path.exists(out / name), name
-    assert translation_trainer.report(summary, str(out)).endswith(f"model: {out / 'model'}")
+    assert translation_objective.report(summary, str(out)).endswith(f"model: {out / 'model'}")
     with pytest.raises(ValueError, match="--max-tokens 4: the longest pair needs"):
         translate_train_job(*paths, str(tmp_path / "other"), joint_vocab=True, vocab_size=80, min_frequency=1,
                             preset="test", max_tokens=4)

@@ -12,7 +12,7 @@ from bertlab.data.parallel import ParallelData, collate, read_parallel
 from bertlab.models.transformer import Seq2SeqTransformer, TransformerConfig
 from bertlab.tokenization.subword import SubwordTokenizer
 from bertlab.training.engine import fit, train_step
-from bertlab.training.translation_trainer import (Translation, TranslationSettings, average_state_dicts,
+from bertlab.translation.objective import (Translation, TranslationSettings, average_state_dicts,
                                                   label_smoothed_loss, step_loss_of, train_translation)
 
 LEXICON = {"open": "öffne", "the": "die", "file": "datei", "save": "speichere", "a": "eine", "new": "neue",

@@ -12,7 +12,7 @@ import torch
 
 from bertlab.data.parallel import collate
 from bertlab.models.transformer import Seq2SeqTransformer, TransformerConfig
-from bertlab.training.translation_trainer import step_loss_of
+from bertlab.translation.objective import step_loss_of
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
 transformers = pytest.importorskip("transformers")

@@ -189,7 +189,7 @@ def pair_files(folder, n, seed):
 
 
 def train(tmp_path, out, **kw):
-    from bertlab.training.unilm_trainer import unilm_train_job
+    from bertlab.unilm.job import unilm_train_job
     data = tmp_path / "data"
     if not data.exists():
         data.mkdir()

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from bertlab.cli import main
-from bertlab.data.word2vec_corpus import (build_vocabulary, cbow_contexts, keep_probability, noise_distribution,
+from bertlab.word2vec.data import (build_vocabulary, cbow_contexts, keep_probability, noise_distribution,
                                           skipgram_pairs)
 from bertlab.inference.word_vectors import load_word2vec, save_word2vec
-from bertlab.training.word2vec_trainer import Word2VecSettings, train_word2vec
+from bertlab.word2vec.job import Word2VecSettings, train_word2vec
 
 gensim = pytest.importorskip("gensim")
 

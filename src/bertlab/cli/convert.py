@@ -37,5 +37,9 @@ def add_parser(subparsers):
 def run(args):
     from ..interop.convert import convert_folder
     labels = [label.strip() for label in args.labels.split(",")] if args.labels else None
-    model = convert_folder(args.source, args.out, args.do_lower_case, args.task, labels, overwrite=args.overwrite)
+    task_state = None
+    if args.task:
+        from ..finetune.tasks import make_task
+        task_state = make_task(args.task).state()
+    model = convert_folder(args.source, args.out, args.do_lower_case, task_state, labels, overwrite=args.overwrite)
     print(f"wrote {type(model).__name__} ({sum(p.numel() for p in model.parameters()):,} parameters) to {args.out}")

@@ -142,7 +142,7 @@ def _column(value, args):
 
 
 def settings_from(args):
-    from ..finetune.trainer import FinetuneSettings
+    from ..finetune.objective import FinetuneSettings
     return FinetuneSettings(
         out=args.out, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
         warmup_proportion=args.warmup_proportion, weight_decay=args.weight_decay, grad_accum=args.grad_accum,

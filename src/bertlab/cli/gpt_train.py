@@ -17,8 +17,14 @@ those it was started with. Progress and evaluations go to stderr (a line every 3
 
 
 def add_parser(subparsers):
-    from .args import (add_run_arguments, fraction_below_one, nonnegative_float, nonnegative_int, positive_fraction,
-                       positive_int)
+    from .args import (
+        add_run_arguments,
+        fraction_below_one,
+        nonnegative_float,
+        nonnegative_int,
+        positive_fraction,
+        positive_int,
+    )
     p = subparsers.add_parser(
         "gpt-train", help="train a GPT (decoder-only language model) on text files",
         description="Train a GPT to predict the next token of UTF-8 text files. The text is tokenized "
@@ -60,9 +66,9 @@ def add_parser(subparsers):
 
 
 def run(args):
+    from ..lm.job import gpt_train_job
+    from ..lm.objective import report
     from ..training.distributed import is_main_process
-    from ..training.jobs import gpt_train_job
-    from ..training.lm_trainer import report
     sizes = {k: v for k, v in (("n_layer", args.n_layer), ("n_embd", args.n_embd), ("n_head", args.n_head)) if v}
     dropout = {"resid_pdrop": args.dropout, "embd_pdrop": args.dropout, "attn_pdrop": args.dropout}
     summary = gpt_train_job(

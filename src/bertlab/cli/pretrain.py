@@ -4,8 +4,14 @@ import argparse
 import sys
 
 from ..models.albert_config import ALBERT_PRESETS
-from .args import (add_run_arguments, fraction_below_one, nonnegative_float, nonnegative_int, positive_fraction,
-                   positive_int)
+from .args import (
+    add_run_arguments,
+    fraction_below_one,
+    nonnegative_float,
+    nonnegative_int,
+    positive_fraction,
+    positive_int,
+)
 
 EXAMPLE = """examples:
   bertlab pretrain --data shards128 --eval-data heldout128 --out runs/small --preset small --max-minutes 60
@@ -98,7 +104,7 @@ def add_parser(subparsers):
 def run(args):
     from ..pretraining.electra import report as electra_report
     from ..pretraining.job import pretrain_job, recipe_settings
-    from ..pretraining.trainer import report
+    from ..pretraining.objective import report
     from ..training.distributed import is_main_process
     chosen = recipe_settings(args.recipe, args.data, args.preset, args.optimizer,
                              model_given=bool(args.config or args.init_from))

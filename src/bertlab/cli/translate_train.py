@@ -105,8 +105,8 @@ def data_paths(args) -> tuple[str, str, str, str]:
 
 def run(args):
     from ..training.distributed import is_main_process
-    from ..training.jobs import translate_train_job
-    from ..training.translation_trainer import report
+    from ..translation.job import translate_train_job
+    from ..translation.objective import report
     sizes = {"layers": args.layers, "d_model": args.d_model, "heads": args.heads, "ffn_dim": args.ffn_dim,
              "dropout": args.dropout}
     summary = translate_train_job(

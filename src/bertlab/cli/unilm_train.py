@@ -64,6 +64,7 @@ def add_parser(subparsers):
 def data_paths(args) -> tuple:
     """(train_src, train_tgt, valid_src, valid_tgt); valid None when --data has none."""
     import os
+
     from .translate_train import data_paths as translation_paths
     if args.data and args.src and args.tgt and not os.path.exists(os.path.join(args.data, f"valid.{args.src}")):
         train = translation_paths(args)[:2]
@@ -90,7 +91,7 @@ def model_sizes(args) -> dict | None:
 
 def run(args):
     from ..training.distributed import is_main_process
-    from ..training.unilm_trainer import report, unilm_train_job
+    from ..unilm.job import report, unilm_train_job
     summary = unilm_train_job(
         *data_paths(args), args.out, init_from=args.init_from, vocab=args.vocab, model=model_sizes(args),
         resume=args.resume, overwrite=args.overwrite, max_source_tokens=args.max_source_tokens,

@@ -78,7 +78,7 @@ def add_parser(subparsers):
 
 
 def run_train(args):
-    from ..training.word2vec_trainer import Word2VecSettings, train_word2vec
+    from ..word2vec.job import Word2VecSettings, train_word2vec
     s = Word2VecSettings(out=args.out, architecture=args.architecture, dim=args.dim, window=args.window,
                          min_count=args.min_count, sample=args.sample, negative=args.negative, epochs=args.epochs,
                          lr=args.lr, min_alpha=args.min_alpha, lowercase=args.lowercase, batch_size=args.batch_size,

@@ -39,9 +39,10 @@ def distill_job(teacher, out, *, student_layers=None, student=None, train=None, 
 
 # ---- task distillation ----------------------------------------------------------------------------
 def task_distillation(teacher, student_layers, student, train, dev, test, alphas, overwrite, settings) -> dict:
-    from ..finetune.folder import load_finetuned, readable_folder
     from ..finetune.predict import predict_file
     from ..finetune.setup import load_base_model, prepare_output, read_splits
+    from ..finetune.tasks import task_from_state
+    from ..interop.finetuned import load_finetuned, readable_folder
     from ..training.engine import fit
     from .objective import HEADS, TaskDistillation, TaskDistillSettings
     folder = resolve(readable_folder(teacher))
@@ -49,7 +50,8 @@ def task_distillation(teacher, student_layers, student, train, dev, test, alphas
         raise ValueError(f"--teacher {teacher}: no task.json, so not a task folder `bertlab finetune` wrote; task "
                          "distillation (--train) needs a fine-tuned teacher (its OUT/model); a pretrained BERT "
                          "is distilled with --data (general distillation)")
-    task, teacher_model, tokenizer = load_finetuned(folder)
+    loaded = load_finetuned(folder)
+    task, teacher_model, tokenizer = task_from_state(loaded, folder), loaded.model, loaded.tokenizer
     if not isinstance(teacher_model, HEADS) or task.labels is None:
         raise ValueError(f"--teacher {teacher}: a {task.name} model; task distillation needs a distribution over "
                          "labels (classify, the GLUE classification tasks, ner, multiple_choice), not regression "
@@ -153,7 +155,7 @@ def shards_for(path, made, tokenizer, max_seq_length, flag) -> str:
     """A shard folder made with the teacher's vocabulary: `path` itself (checked), or, for a text
     file (one sentence a line, a blank line between documents), its instances written to `made`
     (RoBERTa's full sentences, dynamic masks; kept for --resume)."""
-    from ..pretraining.trainer import open_shards
+    from ..pretraining.objective import open_shards
     if os.path.isfile(path):
         from ..pretraining.create import create_pretraining_data
         from ..pretraining.instances import InstanceOptions

@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F
 
 from .. import validate
-from ..finetune.trainer import FinetuneSettings, FineTuning
+from ..finetune.objective import FinetuneSettings, FineTuning
 from ..models import BertForMultipleChoice, BertForSequenceClassification, BertForTokenClassification
-from ..pretraining.loss import masked_lm_loss
-from ..pretraining.trainer import MaskedLMPretraining, PretrainSettings
+from ..models.losses import masked_lm_loss
+from ..pretraining.objective import MaskedLMPretraining, PretrainSettings
 from ..training.engine import Objective
 
 TERMS = ("soft", "hard", "cos")

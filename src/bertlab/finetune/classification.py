@@ -13,7 +13,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..models import BertForSequenceClassification
 from ..tokenization import truncate_seq_pair
 from . import metrics
 from .examples import TableFormat, read_table
@@ -124,9 +123,6 @@ class SequenceClassificationTask(Task):
     no_target = 0  # unlabelled rows (prediction) still collate
 
     # --- model and loss ---------------------------------------------------------------------------
-    def build_model(self, config, init_weights=True):
-        return BertForSequenceClassification(config, self.num_outputs(), init_weights)
-
     def num_outputs(self):
         return len(self.labels)
 

@@ -6,10 +6,10 @@ import os
 import shutil
 from dataclasses import replace
 
+from ..interop.finetuned import replace_folder
 from ..io import atomic_write_text
 from ..progress import write
-from .folder import replace_folder
-from .trainer import finetune
+from .objective import finetune
 
 GRID = {"batch_size": (16, 32), "lr": (5e-5, 3e-5, 2e-5), "epochs": (2, 3, 4)}
 

@@ -6,9 +6,9 @@ import os
 
 from ..io import atomic_write_text
 from .grid import run_grid
+from .objective import FinetuneSettings, finetune
 from .predict import predict_file
 from .setup import load_base_model, prepare_output, read_splits
-from .trainer import FinetuneSettings, finetune
 
 
 def finetune_job(task, base_model, s: FinetuneSettings, *, train=None, dev=None, test=None, data_dir=None,

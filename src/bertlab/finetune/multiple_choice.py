@@ -11,7 +11,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..models import BertForMultipleChoice
 from . import metrics
 from .classification import encode_pairs
 from .examples import TableFormat, field, read_rows
@@ -83,9 +82,6 @@ class MultipleChoiceTask(Task):
                 "token_type_ids": torch.tensor([pad(f["token_type_ids"], 0) for f in features]),
                 "attention_mask": torch.tensor([pad([[1] * len(r) for r in f["input_ids"]], 0) for f in features]),
                 "label": torch.tensor([f["label"] for f in features])}
-
-    def build_model(self, config, init_weights=True):
-        return BertForMultipleChoice(config, init_weights)
 
     def loss(self, outputs, batch):
         return F.cross_entropy(outputs.float(), batch["label"])

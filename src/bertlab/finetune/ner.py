@@ -24,7 +24,6 @@ import torch
 import torch.nn.functional as F
 
 from ..io import decode_lines
-from ..models.bert_tasks import BertForTokenClassification
 from .entities import SCHEMES, entity_scores, tag_problem, token_accuracy
 from .task import Task
 from .windows import is_max_context, sliding_windows
@@ -163,6 +162,9 @@ class TokenClassificationTask(Task):
         tags = {t for e in train_examples for t in e.tags}
         self.labels = ["O", *sorted(tags - {"O"})]
 
+    def num_outputs(self) -> int:
+        return len(self._known_labels())
+
     def _known_labels(self) -> list[str]:
         if not self.labels:
             raise ValueError("ner: no labels yet; call fit_labels on the training examples first")
@@ -187,9 +189,6 @@ class TokenClassificationTask(Task):
                 for index, example in enumerate(examples)
                 for feature in featurize_example(example, label_map, tokenizer, self.max_seq_length,
                                                  self.options["doc_stride"])]
-
-    def build_model(self, config, init_weights: bool = True) -> torch.nn.Module:
-        return BertForTokenClassification(config, len(self._known_labels()), init_weights)
 
     def loss(self, outputs, batch: dict) -> torch.Tensor:
         labels = batch["label_ids"]

@@ -5,10 +5,11 @@ import json
 import os
 import sys
 
+from ..interop.finetuned import load_finetuned
 from ..io import atomic_write_text
 from ..progress import write
-from .folder import load_finetuned
-from .trainer import predict_outputs
+from .objective import predict_outputs
+from .tasks import make_task, task_from_state
 
 
 def predict_file(model_dir, path, output=None, batch_size=64, progress=True, int8=False,
@@ -19,9 +20,9 @@ def predict_file(model_dir, path, output=None, batch_size=64, progress=True, int
     prediction (squad's max_answer_length, n_best_size, max_query_length), checked by the task."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such file")
-    task, model, tokenizer = load_finetuned(model_dir)
+    loaded = load_finetuned(model_dir)
+    task, model, tokenizer = task_from_state(loaded, model_dir), loaded.model, loaded.tokenizer
     if options:
-        from .tasks import make_task
         if task.name != "squad":
             raise ValueError(f"{model_dir}: fine-tuned for {task.name}; "
                              f"{', '.join('--' + k.replace('_', '-') for k in options)} are squad's settings")

@@ -28,7 +28,6 @@ import torch
 import torch.nn.functional as F
 
 from ..io import decode_lines
-from ..models.bert_tasks import BertForRelationClassification
 from .classification import SequenceClassificationTask
 
 MARKERS = ("[E1]", "[/E1]", "[E2]", "[/E2]")
@@ -190,9 +189,6 @@ class RelationTask(SequenceClassificationTask):
             return ids[first:first + half] + ids[last:last + room - half], True
         begin = min(max(0, first - (room - (last - first + 1)) // 2), len(ids) - room)
         return ids[begin:begin + room], True
-
-    def build_model(self, config, init_weights=True):
-        return BertForRelationClassification(config, self.num_outputs(), init_weights)
 
     def forward(self, model, batch):
         return model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["entity_positions"])

@@ -21,7 +21,6 @@ import torch
 import torch.nn.functional as F
 
 from ..inference.qa import QaSettings, answer_questions
-from ..models.bert_tasks import BertForQuestionAnswering
 from ..validate import check_number, positive_int
 from .squad_metrics import squad_evaluate
 from .task import Task
@@ -259,9 +258,6 @@ class QuestionAnsweringTask(Task):
     def featurize(self, examples: list[SquadExample], tokenizer) -> list[dict]:
         o = self.options
         return featurize_squad(examples, tokenizer, self.max_seq_length, o["doc_stride"], o["max_query_length"])
-
-    def build_model(self, config, init_weights: bool = True) -> torch.nn.Module:
-        return BertForQuestionAnswering(config, init_weights)
 
     def target_fields(self) -> list[str]:
         return ["start_position", "end_position"]

@@ -57,9 +57,15 @@ class Task(ABC):
         """Token ids and targets; every feature carries `example_index` (several features may come
         from one example: the sliding windows of long inputs)."""
 
-    @abstractmethod
     def build_model(self, config, init_weights: bool = True) -> torch.nn.Module:
-        """The BertFor* model for this task (heads sized by self.labels)."""
+        """The BertFor* model for this task (models.task_model: the head by task name, sized by
+        num_outputs)."""
+        from ..models.bert_tasks import task_model
+        return task_model(self.name, config, self.num_outputs(), init_weights)
+
+    def num_outputs(self) -> int:
+        """The rows of a labelled head: one per label (regression: 1; QA and multiple choice: unused)."""
+        return len(self.labels or ())
 
     @abstractmethod
     def loss(self, outputs, batch: dict) -> torch.Tensor:

@@ -31,3 +31,18 @@ def make_task(task: str, labels=None, **options):
         return task_class(labels=labels, **options)
     except TypeError as e:  # an option this task does not take (a hand-edited task.json)
         raise ValueError(f"task {name!r}: {e}") from None
+
+
+def task_from_state(state: dict, where="task.json"):
+    """The Task a fine-tuned folder's task.json (`state`, interop.finetuned) describes; `where`
+    names the file in errors. Accepts a LoadedModel of kind "finetuned" for `state`."""
+    if hasattr(state, "extra"):  # a LoadedModel
+        state = state.extra["task_state"]
+    single_text = state.get("text_b") is None and state["task"].lower() not in (
+        "ner", "squad", "multiple_choice", "swag", "relation")
+    if single_text and "long_inputs" not in state:
+        state = {**state, "long_inputs": "windows"}  # saved before the option: trained on windows
+    try:
+        return make_task(**state)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None

@@ -21,23 +21,22 @@ import warnings
 
 import torch
 
-from ..io import (MARKER, atomic_write_text, check_output_folder_path, claim_output_folder, foreign_entries,
-                  is_bertlab_folder, make_folder, mark_folder, output_entries, remove_entry, remove_stale_temp_files,
-                  temp_folder)
+from ..io import (
+    MARKER,
+    atomic_write_text,
+    check_output_folder_path,
+    claim_output_folder,
+    foreign_entries,
+    is_bertlab_folder,
+    make_folder,
+    mark_folder,
+    output_entries,
+    remove_entry,
+    remove_stale_temp_files,
+    temp_folder,
+)
 from . import onnx_graphs as graphs
-
-FORMAT = "bertlab-onnx-1"
-
-
-def require_onnx():
-    """onnx, onnxruntime and onnxscript (the exporter's) or a clear error saying how to get them."""
-    try:
-        import onnx  # noqa: F401
-        import onnxruntime  # noqa: F401
-        import onnxscript  # noqa: F401
-    except ImportError as e:
-        raise ValueError(f"ONNX export and onnxruntime need the optional packages onnx, onnxruntime and onnxscript "
-                         f"({e.name} is missing): pip install 'bertlab[export]'") from None
+from .onnx_runtime import FORMAT, require_onnx
 
 
 def graphs_of(loaded) -> dict:
@@ -121,7 +120,7 @@ def metadata(loaded, folder, files: dict) -> dict:
             "graphs": {name: {"inputs": list(g.inputs), "outputs": list(g.outputs)}
                        for name, (g, _, _) in files.items()}}
     if loaded.kind == "finetuned":
-        meta["task"] = loaded.extra["task"].state()
+        meta["task"] = loaded.extra["task_state"]
     return meta
 
 

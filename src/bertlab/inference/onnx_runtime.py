@@ -15,7 +15,19 @@ from torch import nn
 
 from ..core import KVCache
 from ..io import read_json
-from .onnx_export import FORMAT, require_onnx
+
+FORMAT = "bertlab-onnx-1"
+
+
+def require_onnx():
+    """onnx, onnxruntime and onnxscript (the exporter's) or a clear error saying how to get them."""
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+        import onnxscript  # noqa: F401
+    except ImportError as e:
+        raise ValueError(f"ONNX export and onnxruntime need the optional packages onnx, onnxruntime and onnxscript "
+                         f"({e.name} is missing): pip install 'bertlab[export]'") from None
 
 
 def session(path, threads: int | None = None):

@@ -46,25 +46,26 @@ def load_google(source, do_lower_case=None):
     return model.eval(), tokenizer
 
 
-def convert_google_checkpoint(source, out, do_lower_case=None, task=None, labels=None):
+def convert_google_checkpoint(source, out, do_lower_case=None, task_state=None, labels=None):
     """Write the google checkpoint `source` to the folder `out` in HF's layout; returns the model.
 
     A run_classifier checkpoint becomes a BertForSequenceClassification folder. Its label names are
     not in the checkpoint: `labels` names them in checkpoint order (config.json's id2label), and a
-    fine-tuning `task` (finetune.tasks.make_task, e.g. "mrpc", whose labels are in the order of
-    google's processors) also writes task.json, so that `bertlab predict` can use the folder.
+    fine-tuning task's state (`task_state`: finetune's Task.state(), e.g. of make_task("mrpc"), whose
+    labels are in the order of google's processors) also writes task.json, so that `bertlab predict`
+    can use the folder.
     """
     model, tokenizer = load_google(source, do_lower_case)
     rows = getattr(model, "num_labels", None)
-    if (task is not None or labels) and not rows:
+    if (task_state is not None or labels) and not rows:
         raise ValueError(f"{source}: not a fine-tuned classifier (no output_weights), so it has no labels to name")
-    if task is not None:
-        labels = task.labels
+    if task_state is not None:
+        labels = task_state.get("labels")
         if labels is None or len(labels) != rows:
-            raise ValueError(f"{source}: the classifier has {rows} outputs, task {task.name} has "
+            raise ValueError(f"{source}: the classifier has {rows} outputs, task {task_state['task']} has "
                              f"{'no labels (regression)' if labels is None else f'{len(labels)} labels'}")
-        from ..finetune.folder import write_finetuned  # finetune sits above interop: imported when needed
-        write_finetuned(out, model, tokenizer, task)  # into the folder claimed, its siblings untouched
+        from .finetuned import write_finetuned
+        write_finetuned(out, model, tokenizer, task_state)  # into the folder claimed, its siblings untouched
         return model
     extra = {}
     if labels:
@@ -79,15 +80,12 @@ def convert_google_checkpoint(source, out, do_lower_case=None, task=None, labels
 HF_FILES = ["config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "task.json"]
 
 
-def convert_folder(source: str, out: str, do_lower_case: bool | None = None, task: str | None = None,
+def convert_folder(source: str, out: str, do_lower_case: bool | None = None, task_state: dict | None = None,
                    labels: list[str] | None = None, overwrite: bool = False):
     """`bertlab convert`: check the checkpoint exists, claim the folder `out` (refused when it holds a
-    model, unless overwrite), then convert_google_checkpoint with the GLUE task named `task` (its
-    labels, and task.json) or the label names `labels`. Returns the model written."""
+    model, unless overwrite), then convert_google_checkpoint with a fine-tuning task's state
+    (`task_state`: its labels, and task.json) or the label names `labels`. Returns the model written."""
     from ..io import claim_output_folder
     locate(source)  # a missing checkpoint fails before OUT_DIR is made
     claim_output_folder(out, HF_FILES, overwrite, what="a model", command="convert")
-    if task is not None:
-        from ..finetune.tasks import make_task  # finetune sits above interop: imported when needed
-        task = make_task(task)
-    return convert_google_checkpoint(source, out, do_lower_case, task, labels)
+    return convert_google_checkpoint(source, out, do_lower_case, task_state, labels)

@@ -3,7 +3,7 @@ model.safetensors (or, read only, pytorch_model.bin or google's TensorFlow check
 loading the weights did is a LoadReport.
 
 Only the file I/O lives here; each family's names (hf_bert, hf_gpt2) and folder extras
-(translation_folder, finetune/folder) sit in their own modules, and load.py picks between them.
+(translation_folder, interop/finetuned.py) sit in their own modules, and load.py picks between them.
 """
 import json
 import os
@@ -103,3 +103,15 @@ def write_hf_folder(folder, config: dict, tensors: dict):
     atomic_write_text(os.path.join(folder, "config.json"), json.dumps(config, indent=2, sort_keys=True) + "\n")
     atomic_write(os.path.join(folder, "model.safetensors"),
                  lambda f: f.write(save(tensors, metadata={"format": "pt"})), mode="wb")
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model in eval mode on its device and the tokenizer that encodes its input. `extra` holds
+    what a kind adds: "report" (the LoadReport, for gpt and bert but a masked-LM folder),
+    "task_state" (finetuned: its task.json), "target_tokenizer" and "settings" (translation, whose
+    `tokenizer` is the source side), "settings" (unilm)."""
+    kind: str
+    model: object
+    tokenizer: object
+    extra: dict = field(default_factory=dict)

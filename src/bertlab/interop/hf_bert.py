@@ -83,7 +83,6 @@ def init_from_state_dict(model, hf_state: dict, source=None) -> LoadReport:
     """Copy every checkpoint tensor whose name and shape match a model parameter; report the rest
     (model names for initialised and new tensors, checkpoint names for unused ones). An ELECTRA
     checkpoint gives its discriminator's (or generator's) encoder, as fine-tuning wants it."""
-    from .hf_electra import as_bert_state, is_electra_state  # hf_electra builds on this module's table
     if is_electra_state(hf_state):
         hf_state = as_bert_state(hf_state)
     ours = _to_our_names(model, hf_state)
@@ -132,3 +131,24 @@ def save_pretrained(model, folder, tokenizer=None, extra_config: dict | None = N
     if tokenizer is not None:
         tokenizer.save_pretrained(folder)
 
+
+# An ELECTRA checkpoint read as BERT (fine-tuning its discriminator): its encoder under BERT's names.
+ELECTRA_HEAD = re.compile(r"^(discriminator_predictions|generator_predictions|generator_lm_head)\.")
+
+
+def as_bert_state(hf_state: dict) -> dict:
+    """An ELECTRA checkpoint's encoder under HF BERT's names (`bert.`, heads dropped), so a BERT task
+    model (fine-tuning) reads the discriminator as its encoder: the same layers, plus the projection.
+    The ELECTRA heads keep their names, so a load report lists them as unused."""
+    out = {}
+    for key, tensor in hf_state.items():
+        if ELECTRA_HEAD.match(key):  # kept under its own name: the report lists it as unused
+            out[key] = tensor
+            continue
+        key = key[len("electra."):] if key.startswith("electra.") else key
+        out["bert." + key.replace("embeddings_project.", "embedding_projection.")] = tensor
+    return out
+
+
+def is_electra_state(hf_state: dict) -> bool:
+    return any(k.startswith("electra.") or k.startswith("discriminator_predictions.") for k in hf_state)

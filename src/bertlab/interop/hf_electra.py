@@ -5,10 +5,10 @@ The encoder is BERT's, so its names map by hf_bert's table; ELECTRA adds the emb
 and its two heads. Both sides keep the encoder under `electra.`.
 """
 import os
-import re
 
 from ..models.electra import Electra, ElectraForMaskedLM, ElectraForPreTraining
 from .folder import LoadReport, copy_matching, read_state_dict, write_hf_folder
+from .hf_bert import ELECTRA_HEAD as HEAD
 from .hf_bert import IGNORED, NAME_TABLE, _rename
 
 # (ours, HF), tried in order; BERT's encoder rows first, its mlm./nsp. rows never match here.
@@ -25,7 +25,6 @@ ELECTRA_NAME_TABLE = NAME_TABLE + [
 TIED = {"generator.embedding_table": "electra.embeddings.word_embeddings.weight"}
 ARCHITECTURES = {"ElectraForPreTraining": ElectraForPreTraining, "ElectraForMaskedLM": ElectraForMaskedLM}
 ROLE = {ElectraForPreTraining: "discriminator", ElectraForMaskedLM: "generator"}
-HEAD = re.compile(r"^(discriminator_predictions|generator_predictions|generator_lm_head)\.")
 
 
 def to_hf_name(key: str) -> str:
@@ -158,22 +157,3 @@ def load_electra_pair(discriminator_folder, generator_folder) -> Electra:
     model.generator.load_state_dict(gen.state_dict())  # its copy of the shared tables first: the
     model.discriminator.load_state_dict(disc.state_dict())  # discriminator's are the ones kept
     return model.train()
-
-
-def as_bert_state(hf_state: dict) -> dict:
-    """An ELECTRA checkpoint's encoder under HF BERT's names (`bert.`, heads dropped), so a BERT task
-    model (fine-tuning) reads the discriminator as its encoder: the same layers, plus the projection.
-    The ELECTRA heads keep their names, so a load report lists them as unused."""
-    out = {}
-    for key, tensor in hf_state.items():
-        if HEAD.match(key):  # kept under its own name: the report lists it as unused
-            out[key] = tensor
-            continue
-        key = key[len("electra."):] if key.startswith("electra.") else key
-        out["bert." + key.replace("embeddings_project.", "embedding_projection.")] = tensor
-    return out
-
-
-def is_electra_state(hf_state: dict) -> bool:
-    return any(k.startswith("electra.") or k.startswith("discriminator_predictions.") for k in hf_state)
-

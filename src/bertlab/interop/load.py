@@ -2,7 +2,7 @@
 files and config, picks the loader of its kind and returns one LoadedModel.
 
     kind          the folder holds                              loaded by
-    "finetuned"   task.json (what `bertlab finetune` writes)    finetune.folder.load_finetuned
+    "finetuned"   task.json (what `bertlab finetune` writes)    finetuned.load_finetuned
     "translation" translation.json, source_tokenizer/           translation_folder.load_translation_model
     "unilm"       unilm.json beside an HF BERT folder           unilm_folder.load_unilm_model
     "gpt"         config.json with model_type "gpt2"            hf_gpt2.load_gpt2
@@ -16,9 +16,10 @@ files and config, picks the loader of its kind and returns one LoadedModel.
                   bert_model.ckpt.index)                        its checkpoint holds
 """
 import os
-from dataclasses import dataclass, field
 
 from ..io import read_json
+from .finetuned import load_finetuned, readable_folder
+from .folder import LoadedModel
 from .google_bert import google_architecture, is_google_folder
 from .pretrained import load_pretrained, resolve
 
@@ -28,28 +29,14 @@ from .pretrained import load_pretrained, resolve
 BERT_ARCHITECTURES = ("BertModel", "BertForPreTraining", "BertForSequenceClassification")
 
 
-@dataclass(frozen=True)
-class LoadedModel:
-    """A model in eval mode on its device and the tokenizer that encodes its input. `extra` holds
-    what a kind adds: "report" (the LoadReport, for gpt and bert but a masked-LM folder), "task" (finetuned),
-    "target_tokenizer" and "settings" (translation, whose `tokenizer` is the source side), "settings" (unilm)."""
-    kind: str
-    model: object
-    tokenizer: object
-    extra: dict = field(default_factory=dict)
-
-
 def load_model(folder, device="cpu") -> LoadedModel:
     """The model saved in `folder` (any folder bertlab writes, an HF BERT or GPT-2 folder, a
     google-research/bert folder or a packaged name such as "minilm"), dispatched on what the folder
     holds (module docstring)."""
-    # finetune sits above interop; its folder module is imported here because a fine-tuned model
-    # may be read while a save replaces it (readable_folder), and only its loader knows task.json.
-    from ..finetune.folder import load_finetuned, readable_folder
+    # a fine-tuned model may be read while a save replaces it: readable_folder picks the whole one
     path = resolve(readable_folder(folder))
     if os.path.exists(os.path.join(path, "task.json")):
-        task, model, tokenizer = load_finetuned(path)
-        return LoadedModel("finetuned", model.to(device), tokenizer, {"task": task})
+        return load_finetuned(path, device)
     if os.path.exists(os.path.join(path, "unilm.json")):
         from .unilm_folder import load_unilm_model
         model, tokenizer, settings = load_unilm_model(path, device)
@@ -74,7 +61,7 @@ def load_model(folder, device="cpu") -> LoadedModel:
     default = google_architecture(path) if is_google_folder(path) else "BertModel"
     architecture = (config.get("architectures") or [default])[0]
     if architecture == "BertForMaskedLM":
-        from ..inference.fill_mask import load_masked_lm  # inference sits above interop: imported when needed
+        from .masked_lm import load_masked_lm
         model, tokenizer = load_masked_lm(path)
         return LoadedModel("bert", model.to(device), tokenizer)
     model_class = architecture if architecture in BERT_ARCHITECTURES else "BertModel"

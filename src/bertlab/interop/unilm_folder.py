@@ -32,8 +32,8 @@ def save_unilm_model(folder, model, tokenizer, settings: dict):
 
 def load_unilm_model(folder, device="cpu"):
     """(UniLMSeq2Seq in eval mode, tokenizer, settings) from a folder save_unilm_model wrote."""
-    from ..inference.fill_mask import load_masked_lm  # the encoder and its masked-LM head, both checked
     from ..models.unilm import UniLMSeq2Seq
+    from .masked_lm import load_masked_lm  # the encoder and its masked-LM head, both checked
     path = os.path.join(folder, SETTINGS)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{folder}: no {SETTINGS} (a UniLM model folder is what `bertlab unilm-train` "

@@ -114,3 +114,19 @@ class BertForRelationClassification(_BertWithHead):
         # forward_at runs the last layer for the two marker positions (and [CLS]) alone
         out = self.bert.forward_at(entity_positions, input_ids, token_type_ids, attention_mask)
         return self.classifier(self.dropout(out.sequence_output.flatten(1)))
+
+
+# The head each fine-tuning task (finetune/) trains, by the task's name in task.json; every other
+# name (classify, regression and the GLUE tasks) is sequence classification, one output per label.
+TASK_HEADS = {"ner": BertForTokenClassification, "squad": BertForQuestionAnswering,
+              "multiple_choice": BertForMultipleChoice, "swag": BertForMultipleChoice,
+              "relation": BertForRelationClassification}
+
+
+def task_model(task: str, config: BertConfig, num_labels: int, init_weights: bool = True) -> nn.Module:
+    """The BertFor* model fine-tuning task `task` trains; `num_labels` sizes a labelled head (it is
+    ignored by question answering and multiple choice, whose heads have a fixed size)."""
+    head = TASK_HEADS.get(str(task).lower(), BertForSequenceClassification)
+    if head in (BertForQuestionAnswering, BertForMultipleChoice):
+        return head(config, init_weights)
+    return head(config, num_labels, init_weights)

@@ -5,7 +5,7 @@ sequence-to-sequence (seq2seq_mask) language modelling all train the same BertFo
 the mask passed to BertModel differs. Nothing here adds a parameter.
 
 For generation the input is ``[CLS] source [SEP] target [SEP]`` with segment 0 on the source and 1
-on the target. Fine-tuning masks target tokens and predicts them (training.unilm_trainer); decoding
+on the target. Fine-tuning masks target tokens and predicts them (unilm.objective); decoding
 appends a [MASK] after the target so far and reads the next token from its output, left to right.
 
 `UniLMSeq2Seq` gives the model the shape the shared greedy decoding and beam search of

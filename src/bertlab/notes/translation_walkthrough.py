@@ -12,7 +12,7 @@ from ..core import causal_mask
 from ..inference.translate import greedy_decode
 from ..models.transformer import Seq2SeqTransformer, TransformerConfig
 from ..tokenization import Vocab
-from ..training.translation_trainer import label_smoothed_loss
+from ..translation.objective import label_smoothed_loss
 from . import Shown, rounded
 
 PAIRS = [("我 爱 中国", "I love China"), ("我 爱 机器 学习", "I love machine learning"),

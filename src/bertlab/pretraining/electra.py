@@ -22,7 +22,7 @@ from ..models import BertConfig
 from ..models.electra import Electra
 from ..training.engine import Objective, fit
 from .evaluation import evaluate
-from .trainer import MaskedLMPretraining, PretrainSettings, _tokenizer
+from .objective import MaskedLMPretraining, PretrainSettings, _tokenizer
 
 DISC_WEIGHT = 50.0  # the paper's lambda (google-research/electra disc_weight)
 

@@ -4,8 +4,8 @@ import contextlib
 import numpy as np
 import torch
 
+from ..models.losses import pretraining_loss
 from ..training.distributed import DistInfo, sum_across
-from .loss import pretraining_loss
 
 
 @torch.no_grad()

@@ -7,7 +7,7 @@ from ..interop.pretrained import read_config, resolve
 from ..io import read_json
 from ..models import AlbertConfig, BertConfig
 from ..training.checkpoint import check_resume
-from .trainer import PretrainSettings, open_shards, preset_config, train_pretraining
+from .objective import PretrainSettings, open_shards, preset_config, train_pretraining
 
 OBJECTIVES = ("bert", "electra", "unilm")
 

@@ -15,8 +15,8 @@ evaluation scores the masked LM under the bidirectional mask, as `bertlab pretra
 import numpy as np
 
 from ..core import left_to_right_mask, seq2seq_mask
-from .loss import pretraining_loss
-from .trainer import MaskedLMPretraining
+from ..models.losses import pretraining_loss
+from .objective import MaskedLMPretraining
 
 MASKS = ("bidirectional", "left_to_right", "seq2seq")
 

@@ -7,6 +7,7 @@ Nothing here computes a model output itself."""
 import numpy as np
 
 from ..finetune.predict import examples_from_inputs, predict_examples
+from ..finetune.tasks import task_from_state
 from ..inference.attention import attention_weights, layer_number
 from ..inference.embed import embed_texts, top_k
 from ..inference.fill_mask import fill_mask
@@ -21,8 +22,9 @@ TASK_FAMILIES = {"classify": "classify", "regression": "classify", "ner": "ner",
 def model_tasks(loaded) -> list[str]:
     """The endpoints a loaded model (interop.load.LoadedModel) answers."""
     if loaded.kind == "finetuned":
-        family = TASK_FAMILIES.get(loaded.extra["task"].name)
-        if family is None and hasattr(loaded.extra["task"], "format"):  # a GLUE task: classification
+        task = task_from_state(loaded)
+        family = TASK_FAMILIES.get(task.name)
+        if family is None and hasattr(task, "format"):  # a GLUE task: classification
             family = "classify"
         return ([family] if family else []) + ["attention"]
     if loaded.kind == "bert":
@@ -70,7 +72,7 @@ def run_similar(loaded, jobs):
 
 def run_predict(loaded, jobs):
     """classify, ner and qa: the fine-tuned task's own featurize -> model -> predictions."""
-    task = loaded.extra["task"]
+    task = task_from_state(loaded)
     inputs = [i for j in jobs for i in j.payload["inputs"]]
     rows = predict_examples(task, loaded.model, loaded.tokenizer, examples_from_inputs(task, inputs),
                             batch_size=len(inputs))

@@ -25,14 +25,13 @@ import numpy as np
 import torch
 
 from .. import validate
-from ..data.word2vec_corpus import (Vocabulary, build_vocabulary, cbow_contexts, corpus_sentences, encode,
-                                    keep_probability, noise_distribution, skipgram_pairs)
 from ..inference.word_vectors import save_word2vec
 from ..models.word2vec import Word2Vec
-from .checkpoint import check_count, check_resume, expect_fields, set_bit_generator_state
-from .engine import Objective, fit
-from .schedules import make_scheduler
-from .settings import RunSettings
+from ..training.checkpoint import check_count, expect_fields, set_bit_generator_state
+from ..training.engine import Objective
+from ..training.schedules import make_scheduler
+from ..training.settings import RunSettings
+from .data import Vocabulary, cbow_contexts, keep_probability, noise_distribution, skipgram_pairs
 
 ARCHITECTURES = ("skipgram", "cbow")
 
@@ -176,18 +175,3 @@ class Word2VecObjective(Objective):
     def summary(self, summary):
         return {**summary, "vocabulary": len(self.vocab.words), "corpus_words": int(len(self.ids)),
                 "vectors": os.path.join(self.s.out, "vectors.txt"), "settings": self.s.to_dict()}
-
-
-def train_word2vec(corpus, s: Word2VecSettings, overwrite: bool = False) -> dict:
-    """Train word vectors on the text file `corpus` (one sentence per line, words separated by
-    whitespace) into the run folder s.out: OUT/vectors.txt in the word2vec text format, with the
-    engine's metrics.jsonl, curves.png and summary.json. Returns the summary (the trained model
-    under "model")."""
-    if not os.path.isfile(corpus):
-        raise FileNotFoundError(f"{corpus}: no such corpus file")
-    sentences = corpus_sentences(corpus, s.lowercase)
-    vocab = build_vocabulary(sentences, s.min_count, corpus)
-    ids, sentence = encode(sentences, vocab)
-    del sentences
-    check_resume(s.out, s.resume, overwrite, outputs=("vectors.txt",), command="word2vec train")
-    return fit(Word2VecObjective(s, vocab, ids, sentence), s)

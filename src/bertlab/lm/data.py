@@ -1,6 +1,6 @@
 """A GPT run's data (what `bertlab gpt-train` prepares before training): a tokenizer learned from
 the text files (byte-level BPE or characters) or loaded from a folder, saved in OUT/tokenizer, and
-the token files in OUT/data (data/token_stream.py); OUT/inputs.json records what they were made
+the token files in OUT/data (lm/token_stream.py); OUT/inputs.json records what they were made
 from, so that a resumed run can refuse other files or settings.
 
     tokenizer, data_dir = prepare_gpt_data(["notes.txt"], "runs/tiny", vocab_size=1000)

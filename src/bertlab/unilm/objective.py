@@ -2,7 +2,7 @@
 training loop (engine.fit): each pair becomes ``[CLS] source [SEP] target [SEP]`` under the
 sequence-to-sequence mask; a share of the target's tokens (its closing [SEP] included, so the model
 learns where to stop) become [MASK] and are predicted, with pretraining's masked-LM loss at those
-positions (pretraining.loss). Decoding then predicts one [MASK] at a time, left to right
+positions (models.losses). Decoding then predicts one [MASK] at a time, left to right
 (models.unilm, inference.unilm).
 
 The masked positions of a micro-batch are drawn from a generator seeded by its data position
@@ -18,12 +18,12 @@ from .. import progress, validate
 from ..core import seq2seq_mask
 from ..data.parallel import read_parallel
 from ..models import BertConfig, BertForPreTraining
+from ..models.losses import pretraining_loss
 from ..models.unilm import seq2seq_example
-from ..pretraining.data_order import DataOrder
-from ..pretraining.loss import pretraining_loss
-from .checkpoint import expect_fields
-from .engine import Objective, fit
-from .settings import RunSettings, optional
+from ..training.checkpoint import expect_fields
+from ..training.data_order import DataOrder
+from ..training.engine import Objective, fit
+from ..training.settings import RunSettings, optional
 
 
 @dataclass(kw_only=True)
@@ -180,7 +180,7 @@ class UniLMFineTuning(Objective):
                 "max_target_tokens": self.s.max_target_tokens, "init_from": self.s.init_from}
 
     def curves(self, records, out, title):
-        from .metrics import plot_learning_curve
+        from ..training.metrics import plot_learning_curve
         c = self.s.model
         plot_learning_curve(records, os.path.join(out, "curves.png"), "rougeL",
                             title=f"UniLM L{c.num_hidden_layers}/H{c.hidden_size}, masked target tokens")
@@ -195,41 +195,3 @@ def train_unilm(s: UniLMSettings, train: PairIds, valid: PairIds | None, tokeniz
     """Fine-tune (or resume) to max_steps or max_minutes; write OUT/model (unilm_folder) and
     OUT/summary.json; return the summary with the trained model under "model"."""
     return fit(UniLMFineTuning(s, train, valid, tokenizer), s)
-
-
-def unilm_train_job(train_src, train_tgt, valid_src, valid_tgt, out, *, init_from=None, vocab="minilm",
-                    model=None, resume=False, overwrite=False, **settings) -> dict:
-    """Fine-tune UniLM on line-aligned pair files (valid_* may be None) into the run folder `out`.
-
-    The model: `init_from`'s weights and config (a BERT folder or a packaged name such as "minilm"),
-    or from scratch with `vocab`'s tokenizer (a BERT folder or name) and `model`, BertConfig fields
-    (hidden_size, num_hidden_layers, ...). The other UniLMSettings fields come as keywords
-    (max_steps, batch_size, max_source_tokens, ...). A run already in OUT is replaced only with
-    `overwrite`, continued only with `resume`. Returns the summary (also OUT/summary.json)."""
-    from ..interop.pretrained import load_tokenizer, read_config, resolve
-    from .checkpoint import check_resume
-    for path in (train_src, train_tgt, valid_src, valid_tgt):
-        if path is not None and not os.path.exists(path):
-            raise FileNotFoundError(f"{path}: no such file")
-    check_resume(out, resume, overwrite, command="unilm-train")
-    folder = resolve(init_from or vocab)
-    tokenizer = load_tokenizer(folder)
-    if init_from:
-        config = read_config(folder)
-        if model:
-            raise ValueError("give either init_from (its config) or model sizes (from scratch), not both")
-    else:
-        config = BertConfig(**{"vocab_size": len(tokenizer), **(model or {})})
-    s = UniLMSettings(out=out, model=config, init_from=folder if init_from else None, resume=resume, **settings)
-    train = PairIds(train_src, train_tgt, tokenizer, s.max_source_tokens, s.max_target_tokens)
-    valid = PairIds(valid_src, valid_tgt, tokenizer, s.max_source_tokens, s.max_target_tokens) if valid_src else None
-    progress.write(f"train {train.summary()}" + (f"\nvalid {valid.summary()}" if valid else ""))
-    return train_unilm(s, train, valid, tokenizer)
-
-
-def report(summary: dict, out) -> str:
-    """What a finished run says: its steps and time, the validation ROUGE, where the model is."""
-    held = summary.get("held_out") or {}
-    scores = ", ".join(f"{k} {v:.2f}" for k, v in held.items())
-    return (f"{summary['steps']} steps in {summary['seconds']:.0f} s" + (f"; valid {scores}" if scores else "")
-            + f"\nmodel: {os.path.join(out, 'model')}")

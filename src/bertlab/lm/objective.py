@@ -9,18 +9,18 @@ from dataclasses import dataclass
 import torch
 
 from .. import validate
-from ..data.token_stream import TokenStream, eval_blocks, read_meta
 from ..models.gpt import GPT, GPTConfig
-from .checkpoint import expect_fields
-from .distributed import DistInfo, sum_across
-from .engine import Objective, fit
-from .schedules import SCHEDULES, make_scheduler
-from .settings import RunSettings, optional
+from ..training.checkpoint import expect_fields
+from ..training.distributed import DistInfo, sum_across
+from ..training.engine import Objective, fit
+from ..training.schedules import SCHEDULES, make_scheduler
+from ..training.settings import RunSettings, optional
+from .token_stream import TokenStream, eval_blocks, read_meta
 
 
 @dataclass(kw_only=True)
 class GPTSettings(RunSettings):
-    data: str                 # folder with train.bin, val.bin, meta.json (data.token_stream)
+    data: str                 # folder with train.bin, val.bin, meta.json (lm.token_stream)
     model: GPTConfig
     batch_size: int = 16      # sequences per micro-batch, per process
     block_size: int = 256
@@ -78,7 +78,7 @@ class LanguageModeling(Objective):
 
     def setup(self, run):
         s, self.run = self.s, run
-        # ids checked against the model's vocabulary once, here (data.token_stream.load_tokens)
+        # ids checked against the model's vocabulary once, here (lm.token_stream.load_tokens)
         self.stream = TokenStream(os.path.join(s.data, "train.bin"), s.block_size, s.seed, run.info.rank,
                                   run.info.world_size, vocab_size=s.model.vocab_size)
         self.val = eval_blocks(os.path.join(s.data, "val.bin"), s.block_size, s.eval_tokens, s.model.vocab_size)

@@ -14,6 +14,7 @@ import torch
 
 from .. import validate
 from ..inference.embed import length_sorted_batches
+from ..interop.finetuned import finish_swap, save_finetuned
 from ..progress import progress_bar, write
 from ..training.distributed import gather_objects
 from ..training.engine import Objective, autocast_context, fit
@@ -21,7 +22,6 @@ from ..training.metrics import plot_learning_curve
 from ..training.optim import make_adamw
 from ..training.schedules import make_scheduler
 from ..training.settings import RunSettings, optional
-from .folder import finish_swap, save_finetuned
 
 
 @dataclass(kw_only=True)
@@ -210,7 +210,7 @@ class FineTuning(Objective):
         if self.is_best:
             self.best = {"score": score, "step": self.run.step, "metrics": scores, "since": 0}
             if self.run.is_main:
-                save_finetuned(self.folder, model, self.tokenizer, self.task)
+                save_finetuned(self.folder, model, self.tokenizer, self.task.state())
         else:
             self.best["since"] += 1
         return scores
@@ -247,7 +247,7 @@ class FineTuning(Objective):
 
     def export(self, run, model, summary):
         if not self.dev_examples:
-            save_finetuned(self.folder, model, self.tokenizer, self.task)
+            save_finetuned(self.folder, model, self.tokenizer, self.task.state())
 
     def summary(self, summary):
         metric, best = self.task.metric, self.best

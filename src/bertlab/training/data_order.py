@@ -45,7 +45,7 @@ class DataOrder:
                 "num_instances": self.n, "global_batch": self.global_batch}
 
     def load_state_dict(self, state: dict):
-        from ..training.checkpoint import check_count, expect_fields
+        from .checkpoint import check_count, expect_fields
         expect_fields(state, {"epoch": int, "permutation_seed": list, "index": int, "num_instances": int,
                               "global_batch": int}, "the data order")
         if (state["num_instances"], state["global_batch"]) != (self.n, self.global_batch):

@@ -17,15 +17,15 @@ import numpy as np
 from .. import validate
 from ..models import AlbertConfig, AlbertForPreTraining, BertConfig, BertForPreTraining
 from ..models.albert_config import ALBERT_PRESETS, albert_preset
+from ..models.losses import pretraining_loss
 from ..models.span_boundary import BertForSpanBoundaryPreTraining
 from ..training.checkpoint import expect_fields
+from ..training.data_order import DataOrder
 from ..training.engine import Objective, fit
+from ..training.lamb import Lamb
 from ..training.optim import make_adamw, param_groups
 from ..training.settings import RunSettings, optional
-from .data_order import DataOrder
 from .evaluation import evaluate, most_frequent_token_baseline, plot_pretraining_curves
-from .lamb import Lamb
-from .loss import pretraining_loss
 from .shards import PretrainingData
 
 # BERT-tiny and BERT-small of Turc et al. (2019), the sizes the issue benchmarks; BERT-base of the paper.

@@ -1,5 +1,7 @@
 """A fine-tuned model as one folder: HF-format weights and config (with the label map), the
-tokenizer, and task.json — everything `bertlab predict` needs, nothing else.
+tokenizer, and task.json — everything `bertlab predict` needs, nothing else. task.json is the
+task's state (finetune's Task.state(): its name, labels and options); the head is the one
+models.task_model gives that name, so this module reads the folder without knowing the tasks.
 
 A new best model replaces the folder while training goes on, so the replacement must never leave
 OUT/model missing or half written, even if the process is killed at any point of it:
@@ -20,24 +22,25 @@ import shutil
 from ..io import atomic_write_text, read_json
 
 
-def save_finetuned(folder, model, tokenizer, task):
-    """Write the model, tokenizer and task.json to `folder`, replacing what is there (see above)."""
-    replace_folder(folder, lambda tmp: write_finetuned(tmp, model, tokenizer, task))
+def save_finetuned(folder, model, tokenizer, task_state: dict):
+    """Write the model, tokenizer and task.json (`task_state`) to `folder`, replacing what is there
+    (see above)."""
+    replace_folder(folder, lambda tmp: write_finetuned(tmp, model, tokenizer, task_state))
 
 
-def write_finetuned(folder, model, tokenizer, task):
+def write_finetuned(folder, model, tokenizer, task_state: dict):
     """The files of save_finetuned written into `folder` itself, each atomically but with no swap of
     the folder: for a folder the caller has claimed (`bertlab convert --task`), whose siblings
     (FOLDER.tmp, .new, .old) are the user's, not ours to remove."""
-    from ..interop.hf_bert import save_pretrained
-    extra = {}
-    if task.labels:
-        extra["id2label"] = {str(i): str(label) for i, label in enumerate(task.labels)}
-        extra["label2id"] = {str(label): i for i, label in enumerate(task.labels)}
+    from .hf_bert import save_pretrained
+    extra, labels = {}, task_state.get("labels")
+    if labels:
+        extra["id2label"] = {str(i): str(label) for i, label in enumerate(labels)}
+        extra["label2id"] = {str(label): i for i, label in enumerate(labels)}
     elif getattr(model, "num_labels", None) == 1:
         extra["problem_type"] = "regression"
     save_pretrained(model, folder, tokenizer, extra_config=extra)
-    atomic_write_text(os.path.join(folder, "task.json"), json.dumps(task.state(), indent=2) + "\n")
+    atomic_write_text(os.path.join(folder, "task.json"), json.dumps(task_state, indent=2) + "\n")
 
 
 def replace_folder(folder, write):
@@ -75,31 +78,25 @@ def readable_folder(folder) -> str:
     return folder
 
 
-def load_finetuned(folder):
-    """(task, model, tokenizer) from a folder written by save_finetuned. A folder that is not one
+def load_finetuned(folder, device="cpu"):
+    """The LoadedModel of a folder written by save_finetuned: kind "finetuned", extra["task_state"]
+    the task.json it holds (finetune.tasks.task_from_state makes the Task). A folder that is not one
     (no or a broken task.json, config or weights, weights that do not fit the config) is a
     ValueError or FileNotFoundError naming the file and the problem."""
-    from ..interop.folder import read_state_dict
-    from ..interop.hf_bert import load_state_dict_strict
-    from ..interop.pretrained import load_tokenizer, read_config, resolve
-    from .tasks import make_task
+    from ..models.bert_tasks import task_model
+    from .folder import LoadedModel, read_state_dict
+    from .hf_bert import load_state_dict_strict
+    from .pretrained import load_tokenizer, read_config, resolve
     folder = resolve(readable_folder(folder))
     path = os.path.join(folder, "task.json")
     if not os.path.exists(path):
         raise FileNotFoundError(f"{folder}: no task.json — not a model fine-tuned by `bertlab finetune`")
     state = read_json(path)
-    if not isinstance(state.get("task"), str):
-        raise ValueError(f"{path}: no \"task\" name; not a task.json written by `bertlab finetune`")  # noqa: TRY004
-    single_text = state.get("text_b") is None and state["task"].lower() not in ("ner", "squad", "multiple_choice", "swag", "relation")
-    if single_text and "long_inputs" not in state:
-        state = {**state, "long_inputs": "windows"}  # saved before the option: trained on windows
-    try:
-        task = make_task(**state)
-    except ValueError as e:
-        raise ValueError(f"{path}: {e}") from None
+    if not isinstance(state, dict) or not isinstance(state.get("task"), str):
+        raise ValueError(f"{path}: no \"task\" name; not a task.json written by `bertlab finetune`")
     config = read_config(folder)
     tokenizer = load_tokenizer(folder, config=config)
-    model = task.build_model(config, init_weights=False)
+    labels = read_json(os.path.join(folder, "config.json")).get("id2label") or state.get("labels") or ()
+    model = task_model(state["task"], config, len(labels), init_weights=False)
     load_state_dict_strict(model, read_state_dict(folder), folder)
-    return task, model.eval(), tokenizer
-
+    return LoadedModel("finetuned", model.eval().to(device), tokenizer, {"task_state": state})

@@ -19,13 +19,13 @@ from ..interop.translation_folder import save_translation_model
 from ..io import read_lines
 from ..models.transformer import Seq2SeqTransformer, TransformerConfig
 from ..tokenization.subword import SubwordTokenizer
-from .checkpoint import check_count, check_model_state, expect_fields
-from .distributed import DistInfo, gather_objects, sum_across
-from .engine import Objective, fit
-from .metrics import plot_curves, plot_learning_curve
-from .optim import make_adamw
-from .schedules import make_scheduler
-from .settings import RunSettings, optional
+from ..training.checkpoint import check_count, check_model_state, expect_fields
+from ..training.distributed import DistInfo, gather_objects, sum_across
+from ..training.engine import Objective, fit
+from ..training.metrics import plot_curves, plot_learning_curve
+from ..training.optim import make_adamw
+from ..training.schedules import make_scheduler
+from ..training.settings import RunSettings, optional
 
 
 @dataclass(kw_only=True)
