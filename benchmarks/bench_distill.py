@@ -78,7 +78,8 @@ def small_pretrained(args) -> str:
     from bertlab.models import BertModel
     folder = os.path.join(args.work, f"minilm-l{args.layers}")
     if not os.path.exists(os.path.join(folder, "config.json")):
-        model, tokenizer, _ = load_pretrained(args.base)
+        loaded = load_pretrained(args.base)
+        model, tokenizer = loaded.model, loaded.tokenizer
         save_pretrained(student_from_teacher(model, args.layers, lambda c: BertModel(c, init_weights=False)), folder,
                         tokenizer)
         copy_sentence_transformers_files(resolve(args.base), folder)

@@ -93,7 +93,8 @@ def main():
     else:
         sentences = real_sentences(args.sentences, args.lines_file)
     folder = resolve(args.model)
-    model, tokenizer, _ = load_pretrained(folder)
+    loaded = load_pretrained(folder)
+    model, tokenizer = loaded.model, loaded.tokenizer
     model.to(args.device)
     st = SentenceTransformer(folder, device=args.device)
     hf_tok = transformers.AutoTokenizer.from_pretrained(folder)

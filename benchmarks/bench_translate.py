@@ -353,7 +353,8 @@ def main():
 def main_trained(args):
     """--model: decoding only, with trained weights on real sentences."""
     from transformers import MarianMTModel
-    ours, source, target, _ = load_translation_model(args.model)
+    loaded = load_translation_model(args.model)
+    ours, source, target = loaded.model, loaded.tokenizer, loaded.extra["target_tokenizer"]
     hf = init_like_bertlab(MarianMTModel(marian_config(ours.config)))  # our sinusoid layout
     copy_into_marian(ours, hf)
     lines = read_lines(os.path.join(args.data, f"test.{args.src}"))[:args.decode_sentences]

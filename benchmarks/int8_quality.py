@@ -72,7 +72,8 @@ def translation(folder):
     from bertlab.inference.translate import translate_ids
     from bertlab.interop.translation_folder import load_translation_model
     from bertlab.io import read_lines
-    model, source, target, _ = load_translation_model(folder)
+    loaded = load_translation_model(folder)
+    model, source, target = loaded.model, loaded.tokenizer, loaded.extra["target_tokenizer"]
     lines = read_lines(os.path.join(DATA, "gettext-gnu-de", "test.de"))
     refs = read_lines(os.path.join(DATA, "gettext-gnu-de", "test.en"))
     ids = [source.encode(line)[:model.config.max_position_embeddings - 1] for line in lines]

@@ -74,7 +74,8 @@ def minilm_dir():
 @pytest.fixture(scope="session")
 def minilm(minilm_dir):
     from bertlab import load_pretrained
-    model, tokenizer, _ = load_pretrained(minilm_dir)
+    loaded = load_pretrained(minilm_dir)
+    model, tokenizer = loaded.model, loaded.tokenizer
     return model, tokenizer
 
 

@@ -85,7 +85,8 @@ def test_hf_folder_loads_in_ours_with_equal_outputs(tmp_path):
     assert loaded.tokenizer is None  # HF's ALBERT folders hold a SentencePiece model, not vocab.txt
     assert not loaded.extra["report"].new and not loaded.extra["report"].unused
     _assert_same_outputs(loaded.model, hf)
-    encoder, _, report = load_albert(tmp_path / "hf", AlbertModel)  # the encoder of a heads checkpoint
+    loaded = load_albert(tmp_path / "hf", AlbertModel)  # the encoder of a heads checkpoint
+    encoder, report = loaded.model, loaded.extra["report"]
     assert "predictions.bias" in report.unused and not report.new
     with torch.no_grad():
         ids, types, mask = _inputs()
@@ -100,7 +101,8 @@ def test_several_groups_of_shared_layers_match_hf(tmp_path):
     torch.manual_seed(2)
     hf = transformers.AlbertForPreTraining(_hf_config(config)).eval()
     hf.save_pretrained(tmp_path / "hf")
-    model, _, _ = load_albert(tmp_path / "hf")
+    loaded = load_albert(tmp_path / "hf")
+    model = loaded.model
     assert len(model.bert.layers) == 2
     _assert_same_outputs(model, hf)
 

@@ -34,7 +34,8 @@ def test_import_from_hf_equal_logits_124m(tmp_path, ids):
     torch.manual_seed(1)
     hf = transformers.GPT2LMHeadModel(hf_config(GPTConfig.preset("gpt2"))).eval()
     hf.save_pretrained(tmp_path)
-    ours, report = load_gpt2(tmp_path)
+    loaded = load_gpt2(tmp_path)
+    ours, report = loaded.model, loaded.extra["report"]
     assert not report.new and not report.mismatched and not report.unused
     with torch.no_grad():
         torch.testing.assert_close(ours(ids)[0], hf(ids).logits, atol=1e-5, rtol=0)

@@ -263,7 +263,8 @@ def test_embed_non_ascii_and_long_lines(models, tmp_path):
     result = assert_ok(run("embed", models["mlm"], tmp_path, source=path))
     assert f"note: 1 of 6 lines were longer than --max-seq-length {MAX_POSITIONS} tokens and were truncated (line 6)" \
         in result.err
-    model, tokenizer, _ = load_pretrained(models["mlm"])
+    loaded = load_pretrained(models["mlm"])
+    model, tokenizer = loaded.model, loaded.tokenizer
     expected = np.stack([embed_texts(model, tokenizer, [t])[0] for t in lines])
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-5, rtol=0)
 
@@ -327,7 +328,8 @@ def test_embed_default_length_is_the_sentence_transformers_setting(models, tmp_p
     text = "the cat sat on the mat and the dog ran on the rug"
     result = assert_ok(run("embed", models["sentence"], tmp_path, text=text))
     assert "1 of 1 lines were longer than --max-seq-length 8 tokens" in result.err
-    model, tokenizer, _ = load_pretrained(models["sentence"])
+    loaded = load_pretrained(models["sentence"])
+    model, tokenizer = loaded.model, loaded.tokenizer
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), embed_texts(model, tokenizer, [text], max_length=8),
                                atol=1e-6, rtol=0)
     result = assert_ok(run("embed", models["sentence"], tmp_path, text=text, extra=["--max-seq-length", "32",
@@ -365,7 +367,8 @@ def test_must_show_embed_long_real_lines_equals_sentence_transformers(tmp_path):
     assert np.abs(np.load(tmp_path / "ours.npy") - theirs).max() < 1e-5
     # the Python API cuts where the checkpoint means to be cut too (tokenizer.model_max_length)
     from bertlab import embed_texts, load_pretrained
-    model, tokenizer, _ = load_pretrained("minilm")
+    loaded = load_pretrained("minilm")
+    model, tokenizer = loaded.model, loaded.tokenizer
     assert tokenizer.model_max_length == 256
     assert np.abs(embed_texts(model, tokenizer, lines[:3], normalize=True) - theirs[:3]).max() < 1e-5
 
@@ -424,7 +427,8 @@ def test_library_functions_check_their_numbers(models):
     from bertlab.inference import embed_texts, top_k
     from bertlab.inference.attention import most_attended
     from bertlab.inference.features import convert_example, extract, read_examples
-    model, tokenizer, _ = load_pretrained(models["mlm"])
+    loaded = load_pretrained(models["mlm"])
+    model, tokenizer = loaded.model, loaded.tokenizer
     cases = [(lambda: embed_texts(model, tokenizer, ["x"], batch_size=0), "batch_size 0: must be at least 1"),
              (lambda: embed_texts(model, tokenizer, ["x"], max_length=1), "max_length 1: must be at least 2"),
              (lambda: embed_texts(model, tokenizer, ["x"], max_length=33), "max_length 33: must be at most 32"),
@@ -438,6 +442,7 @@ def test_library_functions_check_their_numbers(models):
             call()
     from bertlab.inference.fill_mask import fill_mask
     from bertlab.interop.masked_lm import load_masked_lm
-    model, tokenizer = load_masked_lm(models["mlm"])
+    loaded = load_masked_lm(models["mlm"])
+    model, tokenizer = loaded.model, loaded.tokenizer
     with pytest.raises(ValueError, match="top_k 0: must be at least 1"):
         fill_mask(model, tokenizer, ["[MASK]"], top_k=0)

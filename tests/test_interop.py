@@ -150,7 +150,8 @@ def test_pytorch_model_bin_and_tf_style_layer_norm_names(tmp_path):
     os.remove(tmp_path / "model.safetensors")
     torch.save(old, tmp_path / "pytorch_model.bin")
     _write_vocab(tmp_path, 99)
-    loaded, _, report = load_pretrained(tmp_path)
+    loaded = load_pretrained(tmp_path)
+    loaded, report = loaded.model, loaded.extra["report"]
     assert not report.new
     ids, types, mask = _inputs()
     torch.testing.assert_close(loaded(ids, types, mask).pooled_output, model(ids, types, mask).pooled_output)

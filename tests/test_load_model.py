@@ -43,7 +43,8 @@ def assert_same_model(ours, theirs):
 def test_bert_loads_with_the_class_its_config_names(folders, bare_bert, model_class):
     folder = folders["bert"] if model_class is BertForPreTraining else bare_bert
     loaded = load_model(folder)
-    model, tokenizer, report = load_pretrained(folder, model_class)
+    direct = load_pretrained(folder, model_class)
+    model, tokenizer, report = direct.model, direct.tokenizer, direct.extra["report"]
     assert isinstance(loaded, LoadedModel) and loaded.kind == "bert"
     assert_same_model(loaded.model, model)
     assert loaded.tokenizer.tokenize("the cat sat") == tokenizer.tokenize("the cat sat")
@@ -90,7 +91,8 @@ def test_finetuned_folder_loads_with_its_task(folders):
 
 def test_gpt_folder_loads_with_its_tokenizer(folders):
     loaded = load_model(folders["gpt"])
-    model, report = load_gpt2(folders["gpt"])
+    direct = load_gpt2(folders["gpt"])
+    model, report = direct.model, direct.extra["report"]
     assert loaded.kind == "gpt"
     assert loaded.tokenizer.encode("the fox") == load_gpt_tokenizer(folders["gpt"]).encode("the fox")
     assert loaded.tokenizer.vocab_size == model.config.vocab_size and str(loaded.extra["report"]) == str(report)
@@ -117,7 +119,9 @@ def test_hf_gpt2_folder_loads_as_gpt(folders, tmp_path):
 
 def test_translation_folder_loads_with_both_tokenizers(folders):
     loaded = load_model(folders["translation"])
-    model, source, target, settings = load_translation_model(folders["translation"])
+    direct = load_translation_model(folders["translation"])
+    model, source, target, settings = (direct.model, direct.tokenizer, direct.extra["target_tokenizer"],
+                                       direct.extra["settings"])
     assert loaded.kind == "translation" and loaded.extra["settings"] == settings
     assert loaded.tokenizer.encode("a cat") == source.encode("a cat")
     assert loaded.extra["target_tokenizer"].encode("a cat") == target.encode("a cat")
@@ -128,7 +132,7 @@ def test_minilm_loads_as_bert(minilm_dir):
     loaded = load_model("minilm")
     assert loaded.kind == "bert" and isinstance(loaded.model, BertModel)
     assert not loaded.extra["report"].new and loaded.tokenizer.model_max_length == 256
-    assert_same_model(loaded.model, load_pretrained(minilm_dir)[0])
+    assert_same_model(loaded.model, load_pretrained(minilm_dir).model)
 
 
 def test_a_folder_without_a_model_names_what_is_missing(tmp_path):

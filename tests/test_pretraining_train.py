@@ -182,7 +182,8 @@ def test_export_loads_in_transformers_with_equal_logits_and_finetune_starts_from
     real = batch["attention_mask"].bool()
     torch.testing.assert_close(mlm[real], want.prediction_logits[real], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(nsp, want.seq_relationship_logits, atol=1e-5, rtol=1e-5)
-    again, tokenizer, _ = load_pretrained(folder, BertForPreTraining)  # strict: every tensor present
+    loaded = load_pretrained(folder, BertForPreTraining)  # strict: every tensor present
+    again, tokenizer = loaded.model, loaded.tokenizer
     assert tokenizer.do_lower_case and len(tokenizer.vocab) == ours.config.vocab_size
     torch.testing.assert_close(again.mlm.bias, ours.mlm.bias)
     model, _ = load_base_model(SequenceClassificationTask(["a", "b"]), folder, quiet=True)

@@ -69,7 +69,8 @@ def test_hf_model_loads_with_equal_logits(kind, tmp_path):
     write_inputs(tmp_path)
     hf("make", kind, str(tmp_path))
     tiny_tokenizer().save_pretrained(str(tmp_path))
-    model, _, report = load_pretrained(str(tmp_path), BertForPreTraining)
+    loaded = load_pretrained(str(tmp_path), BertForPreTraining)
+    model, report = loaded.model, loaded.extra["report"]
     assert model.config.position_embedding_type == kind
     assert any("relative_positions.distance_embedding" in n for n in report.initialized)
     assert_same_logits(model, tmp_path, torch.load(tmp_path / "inputs.pt"))
@@ -90,7 +91,8 @@ def test_golden_hf_logits(kind):
     """Folders and logits transformers 4.57.3 made (data/hf_relative_positions/make_golden.py): no
     transformers 4.x needed to check them."""
     folder = os.path.join(os.path.dirname(HERE), "data", "hf_relative_positions", kind)
-    model, _, _ = load_pretrained(folder, BertForPreTraining)
+    loaded = load_pretrained(folder, BertForPreTraining)
+    model = loaded.model
     assert model.config.position_embedding_type == kind
     assert_same_logits(model, folder, torch.load(os.path.join(folder, "inputs.pt")))
 

@@ -210,7 +210,8 @@ def test_the_pretraining_model_computes_what_google_computed_in_tensorflow(outpu
 
 
 def test_uncased_by_google_naming_and_tokens_as_google_tokenized(outputs):
-    _, tokenizer, _ = load_pretrained(PRETRAINED)
+    loaded = load_pretrained(PRETRAINED)
+    tokenizer = loaded.tokenizer
     assert tokenizer.do_lower_case
     for row, pair in enumerate(outputs["sentences"]):
         ids = tokenizer.encode(*str(pair).split(" ||| ")).input_ids
@@ -221,17 +222,21 @@ def test_uncased_by_google_naming_and_tokens_as_google_tokenized(outputs):
 def test_a_cased_name_is_cased_and_the_vocab_contradiction_noted(tmp_path, capsys):
     cased = tmp_path / "cased_L-2_H-16_A-4"
     shutil.copytree(PRETRAINED, cased)
-    _, tokenizer, _ = load_pretrained(cased)
+    loaded = load_pretrained(cased)
+    tokenizer = loaded.tokenizer
     assert not tokenizer.do_lower_case
     assert "google's naming" in capsys.readouterr().err  # its vocab has no upper-case tokens
-    _, tokenizer, _ = load_pretrained(cased, do_lower_case=True)  # google folders record no casing: the caller's word
+    loaded = load_pretrained(cased, do_lower_case=True)  # google folders record no casing: the caller's word
+    tokenizer = loaded.tokenizer
     assert tokenizer.do_lower_case
 
 
 @torch.inference_mode()
 def test_the_sharded_checkpoint_loads_the_same_model():
-    one, _, _ = load_pretrained(PRETRAINED, BertForPreTraining)
-    two, _, _ = load_pretrained(SHARDED, BertForPreTraining)
+    loaded = load_pretrained(PRETRAINED, BertForPreTraining)
+    one = loaded.model
+    loaded = load_pretrained(SHARDED, BertForPreTraining)
+    two = loaded.model
     for (name, a), b in zip(one.state_dict().items(), two.state_dict().values()):
         assert torch.equal(a, b), name
 

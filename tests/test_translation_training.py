@@ -141,7 +141,7 @@ def test_average_last_writes_the_mean_of_the_snapshots(tmp_path):
     snapshots = torch.load(out / "checkpoint.pt", weights_only=False)["extra"]["snapshots"]
     expected = {k: (snapshots[0][1][k] + snapshots[1][1][k]) / 2 for k in snapshots[0][1]}
     from bertlab.interop.translation_folder import load_translation_model
-    model = load_translation_model(out / "model")[0]
+    model = load_translation_model(out / "model").model
     for name, value in model.state_dict().items():
         torch.testing.assert_close(value, expected[name], msg=name)
 

@@ -151,7 +151,8 @@ def test_fill_mask_is_the_softmax_of_the_mlm_logits(capsys, tiny_dir):
     assert code == 0, err
     result = json.loads(out)
     assert result["text"] == text and len(result["masks"]) == 2
-    model, tokenizer, _ = load_pretrained(tiny_dir, BertForPreTraining)
+    loaded = load_pretrained(tiny_dir, BertForPreTraining)
+    model, tokenizer = loaded.model, loaded.tokenizer
     ids = tokenizer.convert_tokens_to_ids("[CLS] the cat [MASK] on the [MASK] . [SEP]".split())
     with torch.no_grad():
         logits, _ = model(torch.tensor([ids]), masked_lm_positions=torch.tensor([[3, 6]]))
@@ -201,7 +202,8 @@ def test_attention_cli_png_and_print_top(tmp_path, capsys, tiny_dir):
     assert code == 0, err
     data = png.read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 5000
-    model, tokenizer, _ = load_pretrained(tiny_dir)
+    loaded = load_pretrained(tiny_dir)
+    model, tokenizer = loaded.model, loaded.tokenizer
     ids = tokenizer.encode("the cat sat on the mat . it was tired").input_ids
     with torch.no_grad():
         row = model(torch.tensor([ids]), output_attentions=True).attentions[0][0, 2, ids.index(tokenizer.vocab.token_to_id["it"])]

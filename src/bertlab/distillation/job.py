@@ -42,7 +42,8 @@ def task_distillation(teacher, student_layers, student, train, dev, test, alphas
     from ..finetune.predict import predict_file
     from ..finetune.setup import load_base_model, prepare_output, read_splits
     from ..finetune.tasks import task_from_state
-    from ..interop.finetuned import load_finetuned, readable_folder
+    from ..interop.finetuned import readable_folder
+    from ..interop.load import load_model
     from ..training.engine import fit
     from .objective import HEADS, TaskDistillation, TaskDistillSettings
     folder = resolve(readable_folder(teacher))
@@ -50,7 +51,7 @@ def task_distillation(teacher, student_layers, student, train, dev, test, alphas
         raise ValueError(f"--teacher {teacher}: no task.json, so not a task folder `bertlab finetune` wrote; task "
                          "distillation (--train) needs a fine-tuned teacher (its OUT/model); a pretrained BERT "
                          "is distilled with --data (general distillation)")
-    loaded = load_finetuned(folder)
+    loaded = load_model(folder)
     task, teacher_model, tokenizer = task_from_state(loaded, folder), loaded.model, loaded.tokenizer
     if not isinstance(teacher_model, HEADS) or task.labels is None:
         raise ValueError(f"--teacher {teacher}: a {task.name} model; task distillation needs a distribution over "

@@ -5,7 +5,7 @@ import json
 import os
 import sys
 
-from ..interop.finetuned import load_finetuned
+from ..interop.load import load_model_of
 from ..io import atomic_write_text
 from ..progress import write
 from .objective import predict_outputs
@@ -20,7 +20,7 @@ def predict_file(model_dir, path, output=None, batch_size=64, progress=True, int
     prediction (squad's max_answer_length, n_best_size, max_query_length), checked by the task."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such file")
-    loaded = load_finetuned(model_dir)
+    loaded = load_model_of(model_dir, ("finetuned",), "predict (a model `bertlab finetune` wrote)")
     task, model, tokenizer = task_from_state(loaded, model_dir), loaded.model, loaded.tokenizer
     if options:
         if task.name != "squad":

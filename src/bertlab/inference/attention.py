@@ -169,13 +169,14 @@ def attention_map(model_dir: str, sentence: str = DEFAULT_SENTENCE, layer: int =
     of the layer (None). With `output` (a .png) draws the heatmaps; with `query` (a token of the
     sentence) finds the top_k tokens it attends to (the mean over the heads when several)."""
     from ..device import pick_device
-    from ..interop import load_pretrained
+    from ..interop.load import load_model_of
     from ..io import check_output_file
     if output:
         if not output.endswith(".png"):
             raise ValueError(f"--output {output}: must end in .png")
         check_output_file(output, overwrite)
-    model, tokenizer, _ = load_pretrained(model_dir)
+    loaded = load_model_of(model_dir, ("bert", "finetuned"), "attention")
+    model, tokenizer = loaded.encoder, loaded.tokenizer
     config = model.config
     layer = layer_number(layer, config.num_hidden_layers)
     num_heads = config.num_attention_heads

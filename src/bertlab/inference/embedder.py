@@ -33,22 +33,25 @@ class Embedder:
         return Embedded(vectors, [i for i, s in enumerate(sequences) if not s], cut)
 
 
-def load_embedder(model_dir: str, device: str = "auto", precision: str = "fp32", int8: bool = False,
+def load_embedder(model_dir, device: str = "auto", precision: str = "fp32", int8: bool = False,
                   max_seq_length: int | None = None) -> Embedder:
-    """A BERT folder (or 'minilm') for embedding. max_seq_length defaults to the model's own limit
-    (sentence_bert_config.json's max_seq_length, else max_position_embeddings)."""
+    """A BERT folder (or 'minilm', or a LoadedModel) for embedding; a fine-tuned folder embeds with
+    its encoder. max_seq_length defaults to the model's own limit (sentence_bert_config.json's
+    max_seq_length, else max_position_embeddings)."""
     from ..device import autocast_dtype, pick_device
-    from ..interop import load_pretrained, max_seq_length as model_limit, resolve
+    from ..interop import max_seq_length as model_limit
+    from ..interop.load import load_model_of
     from .int8 import check_int8_settings, quantize_int8
     device = pick_device(device)
     dtype = autocast_dtype(precision, device)
     if int8:
         check_int8_settings(device, dtype)
-    model, tokenizer, _ = load_pretrained(model_dir)
+    loaded = load_model_of(model_dir, ("bert", "finetuned"), "embedding")
+    model, tokenizer = loaded.encoder, loaded.tokenizer
     if int8:
         quantize_int8(model)
     if max_seq_length is None:
-        length = model_limit(resolve(model_dir), model.config)
+        length = model_limit(loaded.folder, model.config) if loaded.folder else model.config.max_position_embeddings
     else:
         length = check_max_seq_length(max_seq_length, model.config)
     return Embedder(model.to(device), tokenizer, dtype, length)

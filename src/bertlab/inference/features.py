@@ -217,13 +217,14 @@ def extract_features_file(model_dir: str, file: str, output: str, layers: list[i
     OUTPUT.jsonl (google's layout) or OUTPUT.npz. Longer lines are truncated to max_seq_length
     (default 128, or the model's positions when fewer) and listed in the report."""
     from ..device import pick_device
-    from ..interop import load_pretrained
+    from ..interop.load import load_model_of
     from ..io import atomic_write, check_output_file, read_lines
     from .embed import check_max_seq_length
     check_format(output)
     examples = read_examples(read_lines(file))
     check_output_file(output, overwrite)
-    model, tokenizer, _ = load_pretrained(model_dir)
+    loaded = load_model_of(model_dir, ("bert", "finetuned"), "extract-features")
+    model, tokenizer = loaded.encoder, loaded.tokenizer
     config = model.config
     layers = layers or last_layers(config.num_hidden_layers)
     hidden_state_indices(layers, config.num_hidden_layers)  # fail before any work

@@ -75,9 +75,14 @@ def fill_mask(model, tokenizer, texts, top_k=5, batch_size=32) -> list[list[list
     return result
 
 
-def fill_mask_texts(model_dir: str, texts: list[str], top_k: int = 5, device: str = "auto"):
-    """fill_mask with a model folder: load its masked-LM head (load_masked_lm) on `device`, then the
-    top_k predictions for every [MASK] of every text."""
+def fill_mask_texts(model_dir, texts: list[str], top_k: int = 5, device: str = "auto"):
+    """fill_mask with a model folder (or a LoadedModel) and its masked-LM head on `device`: the top_k
+    predictions for every [MASK] of every text. A folder whose config names no head class is read
+    again for the head (load_masked_lm), which says so clearly when the checkpoint has none."""
     from ..device import pick_device
-    model, tokenizer = load_masked_lm(model_dir)
-    return fill_mask(model.to(pick_device(device)), tokenizer, texts, top_k)
+    from ..interop.load import load_model_of
+    from ..models import BertForPreTraining
+    loaded = load_model_of(model_dir, ("bert",), "fill-mask")
+    if not isinstance(loaded.model, BertForPreTraining):
+        loaded = load_masked_lm(loaded.folder or model_dir)
+    return fill_mask(loaded.model.to(pick_device(device)), loaded.tokenizer, texts, top_k)

@@ -221,19 +221,19 @@ class TextStream:
         return rest
 
 
-def load_generator(model_dir: str, device: str = "auto", int8: bool = False):
-    """(model, tokenizer) of a GPT folder (HF GPT-2 layout; interop.load.load_gpt) on `device`;
+def load_generator(model_dir, device: str = "auto", int8: bool = False):
+    """The LoadedModel of a GPT folder (HF GPT-2 layout), or a LoadedModel, on `device`;
     int8 (CPU only) swaps its linear layers for dynamic int8 ones."""
     from ..device import pick_device
-    from ..interop.load import load_gpt
+    from ..interop.load import load_model_of
     from .int8 import check_int8_settings, quantize_int8
     device = pick_device(device)
     if int8:
         check_int8_settings(device)
-    loaded = load_gpt(model_dir, device)
+    loaded = load_model_of(model_dir, ("gpt",), "generate", device)
     if int8:
         quantize_int8(loaded.model)
-    return loaded.model, loaded.tokenizer
+    return loaded
 
 
 def check_fits(ids, new_tokens: int, positions: int, where: str):
@@ -251,7 +251,8 @@ def generate_prompt(model_dir: str, prompt: str, options: SamplingOptions, on_te
     checked), then each piece of the continuation as it becomes certain (TextStream). Returns the
     whole text, prompt included. The tokenizer's EOS ends the continuation."""
     import dataclasses
-    model, tokenizer = load_generator(model_dir, device, int8)
+    loaded = load_generator(model_dir, device, int8)
+    model, tokenizer = loaded.model, loaded.tokenizer
     options = dataclasses.replace(options, eos_token_id=getattr(tokenizer, "eos_token_id", None))
     ids = tokenizer.encode(prompt) if prompt.strip() else []
     check_fits(ids, options.max_new_tokens, model.config.n_positions, "PROMPT")
@@ -278,7 +279,8 @@ def generate_file(model_dir: str, prompts_file: str, options: SamplingOptions, b
     import dataclasses
     from ..tokenization.files import text_lines
     prompts = text_lines(prompts_file)  # a CRLF file's "\r" is its line end, not the prompt's last character
-    model, tokenizer = load_generator(model_dir, device, int8)
+    loaded = load_generator(model_dir, device, int8)
+    model, tokenizer = loaded.model, loaded.tokenizer
     options = dataclasses.replace(options, eos_token_id=getattr(tokenizer, "eos_token_id", None))
     encoded = [tokenizer.encode(p) if p.strip() else [] for p in prompts]
     for number, ids in enumerate(encoded, 1):

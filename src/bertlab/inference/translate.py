@@ -250,13 +250,16 @@ def translate_file(model_dir: str, file: str = "-", beam: int = 4, nbest: int = 
     A line longer than the model's positions is cut to fit (listed in .cut); a blank line gets an
     empty translation. With `ref` (line-aligned references), the best translations are scored."""
     from ..device import pick_device
-    from ..interop.translation_folder import bleu_tokenize, load_translation_model
+    from ..interop.load import load_model_of
+    from ..interop.translation_folder import bleu_tokenize
     from ..tokenization.files import text_lines
     from .int8 import check_int8_settings, quantize_int8
     device = pick_device(device)
     if int8:
         check_int8_settings(device)
-    model, source, target, settings = load_translation_model(model_dir, device)
+    loaded = load_model_of(model_dir, ("translation",), "translate", device)
+    model, source = loaded.model, loaded.tokenizer
+    target, settings = loaded.extra["target_tokenizer"], loaded.extra["settings"]
     if int8:
         quantize_int8(model)
     lines = text_lines(file, allow_empty_file=True)  # CRLF ends: the "\r" is no part of the text

@@ -91,9 +91,10 @@ def generate_file(model_dir: str, file: str = "-", beam: int = 1, length_penalty
     """One generated line per line of `file` ('-': stdin) with a unilm-train model folder; max_len
     defaults to the model's max_target_tokens - 1. With `ref`, ROUGE-1/2/L against its lines."""
     from ..device import pick_device
-    from ..interop.unilm_folder import load_unilm_model
+    from ..interop.load import load_model_of
     from ..tokenization.files import text_lines
-    model, tokenizer, settings = load_unilm_model(model_dir, pick_device(device))
+    loaded = load_model_of(model_dir, ("unilm",), "unilm-generate", pick_device(device))
+    model, tokenizer, settings = loaded.model, loaded.tokenizer, loaded.extra["settings"]
     lines = text_lines(file, allow_empty_file=True)  # CRLF ends: the "\r" is no part of the text
     refs = text_lines(ref, allow_empty_file=True) if ref else None
     if refs is not None and len(refs) != len(lines):

@@ -5,6 +5,7 @@ the casing."""
 import os
 
 from ..models import BertForPreTraining, BertForSequenceClassification, BertModel
+from .folder import LoadedModel
 from .google_bert import find_checkpoint, read_google_checkpoint
 from .hf_bert import load_state_dict_strict, save_pretrained
 from .pretrained import check_layers_used, load_tokenizer, read_config
@@ -35,15 +36,16 @@ def model_for(state: dict, config):
     return BertModel(config, init_weights=False)
 
 
-def load_google(source, do_lower_case=None):
-    """(model, tokenizer) of a google folder or checkpoint prefix, every weight of the model from the checkpoint."""
+def load_google(source, do_lower_case=None) -> LoadedModel:
+    """The LoadedModel (kind "bert") of a google folder or checkpoint prefix, every weight of the
+    model from the checkpoint."""
     folder, prefix = locate(source)
     config = read_config(folder)
     tokenizer = load_tokenizer(folder, do_lower_case, config)
     state = read_google_checkpoint(prefix)
     model = model_for(state, config)
     check_layers_used(load_state_dict_strict(model, state, prefix), prefix, config)
-    return model.eval(), tokenizer
+    return LoadedModel("bert", model.eval(), tokenizer, folder=folder)
 
 
 def convert_google_checkpoint(source, out, do_lower_case=None, task_state=None, labels=None):
@@ -55,7 +57,8 @@ def convert_google_checkpoint(source, out, do_lower_case=None, task_state=None, 
     labels are in the order of google's processors) also writes task.json, so that `bertlab predict`
     can use the folder.
     """
-    model, tokenizer = load_google(source, do_lower_case)
+    google = load_google(source, do_lower_case)
+    model, tokenizer = google.model, google.tokenizer
     rows = getattr(model, "num_labels", None)
     if (task_state is not None or labels) and not rows:
         raise ValueError(f"{source}: not a fine-tuned classifier (no output_weights), so it has no labels to name")

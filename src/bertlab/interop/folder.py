@@ -115,3 +115,10 @@ class LoadedModel:
     model: object
     tokenizer: object
     extra: dict = field(default_factory=dict)
+    folder: str | None = None  # where load_model read it (resolved), for files beside the weights
+
+    @property
+    def encoder(self):
+        """The BERT-family encoder inside the model (a task model's `.bert`), for what reads hidden
+        states: embeddings, features, attention maps."""
+        return getattr(self.model, "bert", self.model)

@@ -8,7 +8,7 @@ import os
 
 from ..io import read_json
 from ..models import AlbertConfig, AlbertForPreTraining, AlbertModel
-from .folder import LoadReport, copy_matching, read_state_dict, write_hf_folder
+from .folder import LoadedModel, LoadReport, copy_matching, read_state_dict, write_hf_folder
 from .hf_bert import _rename
 
 _GROUP = "encoder.albert_layer_groups.{i}.albert_layers.0."
@@ -90,9 +90,9 @@ def read_albert_config(folder) -> AlbertConfig:
     return AlbertConfig.from_json_file(os.path.join(folder, "config.json"))
 
 
-def load_albert(folder, model_class=None):
-    """(model in eval mode, tokenizer or None, report) of an HF-format ALBERT folder (ours or
-    HF's). The class: `model_class`, else config.json's architectures (AlbertForPreTraining, or
+def load_albert(folder, model_class=None) -> LoadedModel:
+    """The LoadedModel (kind "albert": model in eval mode, tokenizer or None, extra "report") of an
+    HF-format ALBERT folder (ours or HF's). The class: `model_class`, else config.json's architectures (AlbertForPreTraining, or
     the encoder for any other). The tokenizer is read from vocab.txt (bertlab's folders); HF's
     ALBERT folders hold a SentencePiece model bertlab does not read, so theirs is None."""
     from .pretrained import load_tokenizer
@@ -103,4 +103,4 @@ def load_albert(folder, model_class=None):
     model = model_class(config, init_weights=False)
     report = load_albert_state(model, read_state_dict(folder), folder)
     tokenizer = load_tokenizer(folder, config=config) if os.path.exists(os.path.join(folder, "vocab.txt")) else None
-    return model.eval(), tokenizer, report
+    return LoadedModel("albert", model.eval(), tokenizer, {"report": report})

@@ -7,7 +7,7 @@ and its two heads. Both sides keep the encoder under `electra.`.
 import os
 
 from ..models.electra import Electra, ElectraForMaskedLM, ElectraForPreTraining
-from .folder import LoadReport, copy_matching, read_state_dict, write_hf_folder
+from .folder import LoadedModel, LoadReport, copy_matching, read_state_dict, write_hf_folder
 from .hf_bert import ELECTRA_HEAD as HEAD
 from .hf_bert import IGNORED, NAME_TABLE, _rename
 
@@ -119,8 +119,8 @@ def check_role(folder, expect: str | None) -> type:
     return model_class
 
 
-def load_electra(folder, expect: str | None = None):
-    """(model, tokenizer, report) of an ELECTRA folder; `expect` "discriminator" or "generator"
+def load_electra(folder, expect: str | None = None) -> LoadedModel:
+    """The LoadedModel (kind "electra", extra "report") of an ELECTRA folder; `expect` "discriminator" or "generator"
     refuses the other kind with an error that says which it is."""
     from .pretrained import load_tokenizer, read_config, resolve
     folder = resolve(folder)
@@ -128,7 +128,7 @@ def load_electra(folder, expect: str | None = None):
     config = read_config(folder)
     model = model_class(config, init_weights=False)
     report = load_state(model, read_state_dict(folder), folder)
-    return model.eval(), load_tokenizer(folder, config=config), report
+    return LoadedModel("electra", model.eval(), load_tokenizer(folder, config=config), {"report": report})
 
 
 def generator_beside(discriminator_folder) -> str:
@@ -151,8 +151,8 @@ def load_electra_configs(discriminator_folder):
 
 def load_electra_pair(discriminator_folder, generator_folder) -> Electra:
     """The two folders of one ELECTRA run joined again, the embeddings shared (the discriminator's)."""
-    disc, _, _ = load_electra(discriminator_folder, expect="discriminator")
-    gen, _, _ = load_electra(generator_folder, expect="generator")
+    disc = load_electra(discriminator_folder, expect="discriminator").model
+    gen = load_electra(generator_folder, expect="generator").model
     model = Electra(disc.config, gen.config, init_weights=False)
     model.generator.load_state_dict(gen.state_dict())  # its copy of the shared tables first: the
     model.discriminator.load_state_dict(disc.state_dict())  # discriminator's are the ones kept

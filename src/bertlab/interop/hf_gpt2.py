@@ -11,7 +11,8 @@ import torch
 
 from ..io import read_json
 from ..models.gpt import GPT, GPTConfig
-from .folder import LoadReport, copy_matching, read_state_dict, write_hf_folder
+from ..tokenization.char_level import load_gpt_tokenizer
+from .folder import LoadedModel, LoadReport, copy_matching, read_state_dict, write_hf_folder
 
 # (ours, HF, how): "same" copies, "conv1d" transposes, "qkv" splits/fuses c_attn.
 # `{i}` is a layer index; our query/key/value weights and biases become one c_attn tensor.
@@ -105,8 +106,10 @@ def load_state_dict_strict(model: GPT, hf_state: dict, source="checkpoint") -> L
     return report
 
 
-def load_gpt2(folder, map_location="cpu") -> tuple[GPT, LoadReport]:
-    """A GPT from an HF GPT-2 folder (config.json + weights), every tensor checked."""
+def load_gpt2(folder, map_location="cpu") -> LoadedModel:
+    """The LoadedModel (kind "gpt", extra "report") of an HF GPT-2 folder (config.json + weights),
+    every tensor checked, with the tokenizer saved beside it (byte-level BPE or characters), checked
+    to be the model's; None when the folder has none (HF's GPT-2 saved without its tokenizer)."""
     config_path = os.path.join(folder, "config.json")
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"{folder}: no such model folder")
@@ -122,7 +125,13 @@ def load_gpt2(folder, map_location="cpu") -> tuple[GPT, LoadReport]:
     except (TypeError, ValueError) as e:  # a value of the wrong kind or out of range
         raise ValueError(f"{config_path}: {e}") from None
     report = load_state_dict_strict(model, read_state_dict(folder), source=folder)
-    return model.to(map_location).eval(), report
+    tokenizer = None
+    if any(os.path.exists(os.path.join(folder, name)) for name in ("merges.txt", "chars.json")):
+        tokenizer = load_gpt_tokenizer(folder)
+        if tokenizer.vocab_size != model.config.vocab_size:
+            raise ValueError(f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens, the model "
+                             f"{model.config.vocab_size}; they are not one model's files")
+    return LoadedModel("gpt", model.to(map_location).eval(), tokenizer, {"report": report})
 
 
 def save_pretrained(model: GPT, folder, tokenizer=None, extra_config: dict | None = None):

@@ -15,6 +15,7 @@ files and config, picks the loader of its kind and returns one LoadedModel.
                   (google-research/bert: and a TF checkpoint,   or, in a google folder, by the heads
                   bert_model.ckpt.index)                        its checkpoint holds
 """
+import dataclasses
 import os
 
 from ..io import read_json
@@ -32,42 +33,64 @@ BERT_ARCHITECTURES = ("BertModel", "BertForPreTraining", "BertForSequenceClassif
 def load_model(folder, device="cpu") -> LoadedModel:
     """The model saved in `folder` (any folder bertlab writes, an HF BERT or GPT-2 folder, a
     google-research/bert folder or a packaged name such as "minilm"), dispatched on what the folder
-    holds (module docstring)."""
+    holds (module docstring), on `device`. A LoadedModel given for `folder` is returned as it is,
+    moved to `device`: every entry point takes either."""
+    if isinstance(folder, LoadedModel):
+        folder.model.to(device)
+        return folder
     # a fine-tuned model may be read while a save replaces it: readable_folder picks the whole one
     path = resolve(readable_folder(folder))
+    return dataclasses.replace(_load(path, device), folder=path)
+
+
+def load_model_of(source, kinds: tuple, purpose: str, device="cpu") -> LoadedModel:
+    """load_model(source, device), refused with a clear error unless its kind is one of `kinds`
+    (what `purpose`, e.g. "translate", needs)."""
+    loaded = load_model(source, device)
+    if loaded.kind not in kinds:
+        where = loaded.folder or "the model given"
+        raise ValueError(f"{where}: a {loaded.kind} model; {purpose} needs a {' or '.join(kinds)} model folder")
+    return loaded
+
+
+def _load(path, device) -> LoadedModel:
     if os.path.exists(os.path.join(path, "task.json")):
         return load_finetuned(path, device)
     if os.path.exists(os.path.join(path, "unilm.json")):
         from .unilm_folder import load_unilm_model
-        model, tokenizer, settings = load_unilm_model(path, device)
-        return LoadedModel("unilm", model, tokenizer, {"settings": settings})
+        return load_unilm_model(path, device)
     if os.path.exists(os.path.join(path, "translation.json")) or os.path.isdir(os.path.join(path, "source_tokenizer")):
-        return _load_translation(path, device)
+        from .translation_folder import load_translation_model
+        return load_translation_model(path, device)
     config = _read_any_config(path)
     kind = config.get("model_type", "gpt2" if "n_embd" in config else "bert")
     if kind == "gpt2":
-        return load_gpt(path, device)
+        from .hf_gpt2 import load_gpt2
+        loaded = load_gpt2(path, map_location=device)
+        if loaded.tokenizer is None:
+            raise FileNotFoundError(f"{path}: no tokenizer (vocab.json + merges.txt, or chars.json)")
+        return loaded
     if kind == "albert":
         from .hf_albert import load_albert
-        model, tokenizer, report = load_albert(path)
-        return LoadedModel("albert", model.to(device), tokenizer, {"report": report})
-    if kind == "electra":
+        loaded = load_albert(path)
+    elif kind == "electra":
         from .hf_electra import load_electra
-        model, tokenizer, report = load_electra(path)
-        return LoadedModel("electra", model.to(device), tokenizer, {"report": report})
-    if kind != "bert":
+        loaded = load_electra(path)
+    elif kind != "bert":
         raise ValueError(f"{path}: config model_type {kind!r} is not a model bertlab reads "
                          "(bert, albert, electra, gpt2, or a translation or fine-tuned folder bertlab wrote)")
-    default = google_architecture(path) if is_google_folder(path) else "BertModel"
-    architecture = (config.get("architectures") or [default])[0]
-    if architecture == "BertForMaskedLM":
-        from .masked_lm import load_masked_lm
-        model, tokenizer = load_masked_lm(path)
-        return LoadedModel("bert", model.to(device), tokenizer)
-    model_class = architecture if architecture in BERT_ARCHITECTURES else "BertModel"
-    from .. import models
-    model, tokenizer, report = load_pretrained(path, getattr(models, model_class))
-    return LoadedModel("bert", model.to(device), tokenizer, {"report": report})
+    else:
+        default = google_architecture(path) if is_google_folder(path) else "BertModel"
+        architecture = (config.get("architectures") or [default])[0]
+        if architecture == "BertForMaskedLM":
+            from .masked_lm import load_masked_lm
+            loaded = load_masked_lm(path)
+        else:
+            from .. import models
+            loaded = load_pretrained(path, getattr(models, architecture if architecture in BERT_ARCHITECTURES
+                                                    else "BertModel"))
+    loaded.model.to(device)
+    return loaded
 
 
 def _read_any_config(folder) -> dict:
@@ -80,21 +103,3 @@ def _read_any_config(folder) -> dict:
             return config
     raise ValueError(f"{folder}: not a model folder: no config.json or bert_config.json, no task.json and no "
                      "translation.json (a folder bertlab or HF transformers saved has one of them)")
-
-
-def load_gpt(folder, device="cpu") -> LoadedModel:
-    """A GPT folder (HF GPT-2 layout) and its tokenizer, checked to be one model's files."""
-    from ..tokenization.char_level import load_gpt_tokenizer
-    from .hf_gpt2 import load_gpt2
-    model, report = load_gpt2(folder, map_location=device)
-    tokenizer = load_gpt_tokenizer(folder)
-    if tokenizer.vocab_size != model.config.vocab_size:
-        raise ValueError(f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens, the model "
-                         f"{model.config.vocab_size}; they are not one model's files")
-    return LoadedModel("gpt", model, tokenizer, {"report": report})
-
-
-def _load_translation(folder, device) -> LoadedModel:
-    from .translation_folder import load_translation_model
-    model, source, target, settings = load_translation_model(folder, device)
-    return LoadedModel("translation", model, source, {"target_tokenizer": target, "settings": settings})

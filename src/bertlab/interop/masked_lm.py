@@ -2,13 +2,14 @@
 head both read from the checkpoint, a missing head a clear error."""
 from ..models import BertForPreTraining
 from ..tokenization.vocab import MASK
-from .folder import read_state_dict
+from .folder import LoadedModel, read_state_dict
 from .hf_bert import init_from_state_dict
 from .pretrained import check_layers_used, load_tokenizer, read_config, resolve
 
 
-def load_masked_lm(folder):
-    """(BertForPreTraining, tokenizer) whose encoder and masked-LM head both come from the checkpoint;
+def load_masked_lm(folder) -> LoadedModel:
+    """The LoadedModel (kind "bert": BertForPreTraining, tokenizer) whose encoder and masked-LM head
+    both come from the checkpoint;
     a checkpoint without the head is an error. The NSP head and the pooler may be missing (HF's
     BertForMaskedLM saves neither): fill-mask never uses them.
 
@@ -31,7 +32,7 @@ def load_masked_lm(folder):
                          f"missing or mis-shaped: {', '.join(head)}), so it cannot fill in {MASK}. Use a "
                          f"checkpoint saved with its pretraining heads, such as bert-base-uncased; "
                          f"sentence-embedding models like all-MiniLM-L6-v2 were saved without them.")
-    return model.eval(), tokenizer
+    return LoadedModel("bert", model.eval(), tokenizer)
 
 
 def problems(report, prefix: str) -> list[str]:

@@ -9,7 +9,7 @@ from ..progress import write
 from ..tokenization import BertTokenizer, Vocab
 from ..tokenization.bert_tokenizer import tokenizer_config
 from ..validate import check_number
-from .folder import read_state_dict
+from .folder import LoadedModel, read_state_dict
 from .google_bert import checkpoint_folder, find_checkpoint, google_casing, is_google_folder
 from .hf_bert import init_from_state_dict, load_state_dict_strict
 from .tf_checkpoint import TFCheckpoint
@@ -137,8 +137,9 @@ def label_count(folder) -> int:
     return 2
 
 
-def load_pretrained(folder, model_class=BertModel, do_lower_case=None, strict=True, **model_kwargs):
-    """(model, tokenizer, report) from an HF-format or google-research/bert folder or a packaged name.
+def load_pretrained(folder, model_class=BertModel, do_lower_case=None, strict=True, **model_kwargs) -> LoadedModel:
+    """The LoadedModel (kind "bert": the model in eval mode, its tokenizer, extra "report") of an
+    HF-format or google-research/bert folder or a packaged name.
 
     strict=True: every model tensor must be in the checkpoint with the right shape, and every
     layer of the checkpoint in the model.
@@ -157,4 +158,4 @@ def load_pretrained(folder, model_class=BertModel, do_lower_case=None, strict=Tr
         check_layers_used(report, folder, config)
     else:
         report = init_from_state_dict(model, state, folder)
-    return model.eval(), tokenizer, report
+    return LoadedModel("bert", model.eval(), tokenizer, {"report": report})

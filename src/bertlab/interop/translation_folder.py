@@ -11,7 +11,7 @@ import os
 
 from ..io import atomic_write_text, read_json
 from ..models.transformer import Seq2SeqTransformer, TransformerConfig
-from .folder import check_float_weight, read_state_dict, write_hf_folder
+from .folder import LoadedModel, check_float_weight, read_state_dict, write_hf_folder
 
 
 def bleu_tokenize(target_lang: str | None) -> str:
@@ -34,8 +34,9 @@ def save_translation_model(folder, model: Seq2SeqTransformer, source_tokenizer, 
     atomic_write_text(os.path.join(folder, "translation.json"), json.dumps(settings or {}, indent=2) + "\n")
 
 
-def load_translation_model(folder, device="cpu"):
-    """(model in eval mode, source tokenizer, target tokenizer, settings), each checked to fit."""
+def load_translation_model(folder, device="cpu") -> LoadedModel:
+    """The LoadedModel of a translation folder: the model in eval mode, its source tokenizer as
+    `tokenizer`, extra "target_tokenizer" and "settings" (translation.json), each checked to fit."""
     from ..tokenization.subword import SubwordTokenizer
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"{folder}: no such model folder")
@@ -66,7 +67,7 @@ def load_translation_model(folder, device="cpu"):
             raise ValueError(f"{folder}: the {side} vocabulary has {len(tokenizer)} tokens, the model {size}")
     path = os.path.join(folder, "translation.json")
     settings = read_settings(path) if os.path.exists(path) else {}
-    return model.to(device).eval(), source, target, settings
+    return LoadedModel("translation", model.to(device).eval(), source, {"target_tokenizer": target, "settings": settings})
 
 
 # translation.json, as translate-train writes it: the languages (a name such as "de" or "zh_CN", or

@@ -31,7 +31,9 @@ def save_unilm_model(folder, model, tokenizer, settings: dict):
 
 
 def load_unilm_model(folder, device="cpu"):
-    """(UniLMSeq2Seq in eval mode, tokenizer, settings) from a folder save_unilm_model wrote."""
+    """The LoadedModel (kind "unilm": UniLMSeq2Seq in eval mode, tokenizer, extra "settings") of a
+    folder save_unilm_model wrote."""
+    from .folder import LoadedModel
     from ..models.unilm import UniLMSeq2Seq
     from .masked_lm import load_masked_lm  # the encoder and its masked-LM head, both checked
     path = os.path.join(folder, SETTINGS)
@@ -41,8 +43,9 @@ def load_unilm_model(folder, device="cpu"):
     settings = read_json(path, fields=FIELDS)
     if "max_source_tokens" not in settings:
         raise ValueError(f"{path}: needs max_source_tokens (a whole number), the source budget it was trained with")
-    model, tokenizer = load_masked_lm(folder)
+    masked_lm = load_masked_lm(folder)
+    model, tokenizer = masked_lm.model, masked_lm.tokenizer
     check_budgets(settings, model.config.max_position_embeddings, path)
     seq2seq = UniLMSeq2Seq(model, tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id,
                            settings["max_source_tokens"])
-    return seq2seq.to(device).eval(), tokenizer, settings
+    return LoadedModel("unilm", seq2seq.to(device).eval(), tokenizer, {"settings": settings})

@@ -14,11 +14,12 @@ TOP_K = 5
 
 def it_attention(out_dir: str, overwrite: bool = False, model_name: str = "minilm", layer: int = -1) -> Shown:
     from ..inference.attention import attention_weights, most_attended, render_heatmaps
-    from ..interop import load_pretrained
+    from ..interop import load_model
     shown = Shown("'it' -> animal / street", "004, 词义随上下文变化的问题")
     path = os.path.join(out_dir, PICTURE)
     check_output_file(path, overwrite, flag="-o")
-    model, tokenizer, _ = load_pretrained(model_name)
+    loaded = load_model(model_name)
+    model, tokenizer = loaded.encoder, loaded.tokenizer
     num_layers = model.config.num_hidden_layers
     shown.say(f"{model_name}: {num_layers} layers x {model.config.num_attention_heads} heads; weights of 'it' "
               "averaged over the heads of each layer (the notes' figure is one head of a trained Transformer)")

@@ -32,11 +32,6 @@ def model_tasks(loaded) -> list[str]:
     return {"gpt": ["generate"], "translation": ["translate"]}.get(loaded.kind, [])
 
 
-def encoder(loaded):
-    """The BertModel inside a task model (fine-tuned heads, the pretraining heads), or the model."""
-    return getattr(loaded.model, "bert", loaded.model)
-
-
 def _split(items: list, jobs) -> list[list]:
     out, start = [], 0
     for job in jobs:
@@ -48,14 +43,14 @@ def _split(items: list, jobs) -> list[list]:
 def run_embed(loaded, jobs):
     pooling, normalize = jobs[0].key[1:]
     texts = [t for j in jobs for t in j.payload["texts"]]
-    vectors = embed_texts(encoder(loaded), loaded.tokenizer, texts, pooling, normalize, batch_size=len(texts))
+    vectors = embed_texts(loaded.encoder, loaded.tokenizer, texts, pooling, normalize, batch_size=len(texts))
     return [{"embeddings": rows} for rows in _split(vectors, jobs)]  # arrays: the answer's encoder writes them
 
 
 def run_similar(loaded, jobs):
     """Each job: a query and its texts; every query and text of the batch is embedded in one call."""
     texts = [t for j in jobs for t in [j.payload["query"], *j.payload["texts"]]]
-    vectors = embed_texts(encoder(loaded), loaded.tokenizer, texts, normalize=True, batch_size=len(texts))
+    vectors = embed_texts(loaded.encoder, loaded.tokenizer, texts, normalize=True, batch_size=len(texts))
     results, start = [], 0
     for job in jobs:
         query, docs = vectors[start], vectors[start + 1:start + job.size]
@@ -124,7 +119,7 @@ def run_generate(loaded, jobs):
 
 def run_attention(loaded, jobs):
     """One text per job (the library draws one text at a time); heads x tokens x tokens weights."""
-    model = encoder(loaded)
+    model = loaded.encoder
     results = []
     for job in jobs:
         layer = layer_number(job.payload["layer"], model.config.num_hidden_layers)
