@@ -3,42 +3,87 @@
 `--help`, `--version` and the commands that need no model start at once."""
 import argparse
 import re
+import shutil
 import sys
+import textwrap
 import traceback
 
 from .. import __version__, validate
 from . import args as args_module
-from . import embed, similar, tokenize
-from . import generate, gpt_train
-from . import attention, convert, extract_features, fill_mask
-from . import finetune, predict
-from . import distill
-from . import data
-from . import create_pretraining_data, vocab
-from . import pretrain
-from . import translate, translate_train
-from . import unilm_generate, unilm_train
-from . import notes
-from . import serve, export
-from . import word2vec
+from . import (
+    attention,
+    convert,
+    create_pretraining_data,
+    data,
+    distill,
+    embed,
+    export,
+    extract_features,
+    fill_mask,
+    finetune,
+    generate,
+    gpt_train,
+    notes,
+    predict,
+    pretrain,
+    serve,
+    similar,
+    tokenize,
+    translate,
+    translate_train,
+    unilm_generate,
+    unilm_train,
+    vocab,
+    word2vec,
+)
 
-COMMANDS = [tokenize, embed, similar, gpt_train, generate, finetune, predict, distill, extract_features, fill_mask,
-            attention, convert, pretrain, vocab, create_pretraining_data, data, translate_train, translate,
-            unilm_train, unilm_generate, word2vec, notes, serve, export]
+# The commands by what a user wants to do, as `git help` groups git's; `bertlab --help` prints them so.
+GROUPS = [
+    ("use a model", [tokenize, embed, similar, fill_mask, extract_features, attention, predict, generate, translate,
+                     unilm_generate]),
+    ("fine-tune and train", [finetune, distill, pretrain, gpt_train, translate_train, unilm_train, word2vec]),
+    ("data", [data, vocab, create_pretraining_data]),
+    ("ship", [export, convert, serve]),
+    ("learn from the notes", [notes]),
+]
+COMMANDS = [command for _, commands in GROUPS for command in commands]
+
+DESCRIPTION = ("The Transformer family end to end: an exact BERT (WordPiece tokenizer, real checkpoints, "
+               "embeddings), the seq2seq Transformer and GPT.")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="bertlab",
-        description="The Transformer family end to end: an exact BERT (WordPiece tokenizer, real "
-                    "checkpoints, embeddings), the seq2seq Transformer and GPT.",
+        prog="bertlab", usage="%(prog)s [-h] [--version] COMMAND ...",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Run 'bertlab COMMAND --help' for a command's options.")
     parser.add_argument("--version", action="version", version=f"bertlab {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # help=SUPPRESS: argparse's flat list of the commands gives way to the grouped one in the description
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, help=argparse.SUPPRESS,
+                                       prog="bertlab")  # each command's usage: `bertlab NAME ...`
     for command in COMMANDS:
         command.add_parser(subparsers)
     add_memory_limit(subparsers, default=None)
+    parser.description = grouped_commands(subparsers)
     return parser
+
+
+def grouped_commands(subparsers) -> str:
+    """The description of `bertlab --help`: what bertlab is, then each group of GROUPS with every
+    command's one-line help (the `help=` its module gave add_parser), wrapped to the terminal."""
+    helps = {action.dest: action.help for action in subparsers._choices_actions}
+    width = max(60, min(shutil.get_terminal_size().columns, 100) - 2)
+    column = 21  # a longer name (create-pretraining-data) puts its help on the next line, as argparse does
+    lines = textwrap.wrap(DESCRIPTION, width) + ["", "The commands, by what you want to do:"]
+    for title, commands in GROUPS:
+        lines += ["", title]
+        for command in commands:
+            name = command.__name__.rsplit(".", 1)[1].replace("_", "-")
+            if len(name) + 5 > column:
+                lines.append(f"   {name}")
+            lines += textwrap.wrap(helps[name], width, subsequent_indent=" " * column,
+                                   initial_indent=" " * column if len(name) + 5 > column else f"   {name:<{column - 3}}")
+    return "\n".join(lines)
 
 
 def add_memory_limit(subparsers, default):
