@@ -22,7 +22,7 @@ FLOORS = [
     ("families", ["pretraining", "finetune", "lm", "translation", "unilm", "word2vec"]),
     ("families built on families", ["distillation"]),
     ("service and notes", ["serve", "notes"]),
-    ("public API", ["__init__"]),
+    ("public API", ["__init__", "api"]),
     ("commands", ["cli"]),
     ("entry point", ["__main__"]),
 ]

@@ -108,3 +108,28 @@ def add_run_arguments(parser, *, defaults: dict, help: dict | None = None):
         parser.add_argument(flag, dest=dest, **{**keywords, "help": text}, default=default)
         if old:
             parser.add_argument(*old, dest=dest, **{**keywords, "help": argparse.SUPPRESS}, default=argparse.SUPPRESS)
+
+
+def flags_for(target, args, settings=None, **given) -> dict:
+    """The keywords for `target` (a job function or a settings dataclass) read from the parsed flags:
+    every parameter or field of `target` (and, for a job that passes **settings on, every field of
+    the `settings` dataclass) whose flag has the same name. A flag left unset (None) leaves the
+    target's default; `progress` is `not --quiet`; `given` (values a command computes) wins. The one
+    seam between a command's flags and the library, so no command copies `x=args.x` by hand."""
+    import dataclasses
+    import inspect
+
+    def names(thing):
+        if dataclasses.is_dataclass(thing):
+            return [f.name for f in dataclasses.fields(thing)]
+        return [n for n, p in inspect.signature(thing).parameters.items()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+    wanted = names(target) + (names(settings) if settings is not None else [])
+    found = {}
+    for name in wanted:
+        if name == "progress" and hasattr(args, "quiet"):
+            found[name] = not args.quiet
+        elif getattr(args, name, None) is not None:
+            found[name] = getattr(args, name)
+    return {**found, **given}

@@ -3,7 +3,15 @@ import argparse
 import json
 import sys
 
-from .args import add_run_arguments, fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
+from .args import (
+    add_run_arguments,
+    flags_for,
+    fraction,
+    nonnegative_float,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+)
 
 EXAMPLE = """examples:
   # task distillation: a fine-tuned teacher (bertlab finetune ... -o runs/teacher) into 3 layers
@@ -75,31 +83,20 @@ def add_parser(subparsers):
     p.set_defaults(run=run)
 
 
-def settings_from(args) -> dict:
-    """The flags given, as the mode's settings keywords; unset ones keep the mode's defaults."""
-    shared = dict(batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr,
-                  weight_decay=args.weight_decay, grad_clip=args.grad_clip, max_steps=args.max_steps,
-                  max_minutes=args.max_minutes, eval_every=args.eval_every, seed=args.seed, device=args.device,
-                  precision=args.precision, sharding=args.sharding, compile=args.compile, resume=args.resume,
-                  progress=not args.quiet, temperature=args.temperature)
-    if args.train:
-        mode = dict(epochs=args.epochs, warmup_proportion=args.warmup_proportion, patience=args.patience)
-        if args.save_every or args.warmup or args.eval_instances:
-            raise ValueError("--save-every, --warmup and --eval-instances are for general distillation (--data); "
-                             "task distillation saves at each evaluation and warms up --warmup-proportion")
-    else:
-        mode = dict(save_every=args.save_every, warmup=args.warmup, eval_instances=args.eval_instances)
-        if args.patience or args.dev or args.test:
-            raise ValueError("--dev, --test and --patience are for task distillation (--train)")
-    return {k: v for k, v in {**shared, **mode}.items() if v is not None}
+def check_mode_flags(args):
+    """Flags of one distillation mode refused in the other: task (--train) or general (--data)."""
+    if args.train and (args.save_every or args.warmup or args.eval_instances):
+        raise ValueError("--save-every, --warmup and --eval-instances are for general distillation (--data); "
+                         "task distillation saves at each evaluation and warms up --warmup-proportion")
+    if not args.train and (args.patience or args.dev or args.test):
+        raise ValueError("--dev, --test and --patience are for task distillation (--train)")
 
 
 def run(args):
     from ..distillation.job import distill_job
-    summary = distill_job(args.teacher, args.out, student_layers=args.student_layers, student=args.student,
-                          train=args.train, dev=args.dev, test=args.test, data=args.data, eval_data=args.eval_data,
-                          max_seq_length=args.max_seq_length, alpha_soft=args.alpha_soft, alpha_hard=args.alpha_hard,
-                          alpha_cos=args.alpha_cos, overwrite=args.overwrite, **settings_from(args))
+    from ..distillation.objective import GeneralDistillSettings, TaskDistillSettings
+    check_mode_flags(args)
+    summary = distill_job(**flags_for(distill_job, args, TaskDistillSettings if args.train else GeneralDistillSettings))
     keys = ("task", "best_score", "dev", "test", "held_out", "teacher_layers", "student_layers", "student_parameters",
             "teacher_parameters")
     print(json.dumps({k: summary[k] for k in keys if k in summary}, default=str), file=sys.stderr)

@@ -4,7 +4,7 @@ import sys
 
 from ..finetune.tasks import TASK_NAMES, WINDOWED
 from ..finetune.windows import LONG_INPUTS
-from .args import add_run_arguments, fraction, nonnegative_float, positive_float, positive_int
+from .args import add_run_arguments, flags_for, fraction, nonnegative_float, positive_float, positive_int
 
 
 def add_parser(subparsers):
@@ -141,24 +141,14 @@ def _column(value, args):
         raise ValueError(f"with --no-header, columns are 0-based numbers, not {value!r}") from None
 
 
-def settings_from(args):
-    from ..finetune.objective import FinetuneSettings
-    return FinetuneSettings(
-        out=args.out, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-        warmup_proportion=args.warmup_proportion, weight_decay=args.weight_decay, grad_accum=args.grad_accum,
-        grad_clip=args.grad_clip, eval_every=args.eval_every, patience=args.patience, max_steps=args.max_steps,
-        max_minutes=args.max_minutes, group_by_length=args.group_by_length, seed=args.seed, device=args.device,
-        precision=args.precision, sharding=args.sharding, compile=args.compile, progress=not args.quiet,
-        resume=args.resume)
-
-
 def run(args):
     from ..finetune.job import finetune_job
+    from ..finetune.objective import FinetuneSettings
     from ..finetune.tasks import make_task
     length = {"max_seq_length": args.max_seq_length} if args.max_seq_length else {}  # else the task's default
     task = make_task(args.task, **length, **task_options(args))
-    summary = finetune_job(task, args.model, settings_from(args), train=args.train, dev=args.dev, test=args.test,
-                           data_dir=args.data_dir, init=args.init, grid=args.grid, overwrite=args.overwrite,
-                           added_tokens=args.add_tokens.split(",") if args.add_tokens else ())
+    summary = finetune_job(**flags_for(finetune_job, args, task=task, base_model=args.model,
+                                       s=FinetuneSettings(**flags_for(FinetuneSettings, args)),
+                                       added_tokens=args.add_tokens.split(",") if args.add_tokens else ()))
     keys = ("task", "metric", "best_score", "dev", "test") if "best_score" in summary else ("task", "kept_model", "test")
     print(json.dumps({k: summary[k] for k in keys if k in summary}), file=sys.stderr)

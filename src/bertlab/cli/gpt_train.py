@@ -2,6 +2,7 @@
 import sys
 
 from ..models.gpt_config import PRESETS
+from .args import flags_for
 
 EXAMPLE = """example:
   bertlab gpt-train notes/*.txt --out runs/tiny --preset tiny --vocab-size 8000 --max-minutes 10
@@ -67,17 +68,10 @@ def add_parser(subparsers):
 
 def run(args):
     from ..lm.job import gpt_train_job
-    from ..lm.objective import report
+    from ..lm.objective import GPTSettings, report
     from ..training.distributed import is_main_process
     sizes = {k: v for k, v in (("n_layer", args.n_layer), ("n_embd", args.n_embd), ("n_head", args.n_head)) if v}
     dropout = {"resid_pdrop": args.dropout, "embd_pdrop": args.dropout, "attn_pdrop": args.dropout}
-    summary = gpt_train_job(
-        args.files, args.out, tokenizer=args.tokenizer, vocab_size=args.vocab_size, val_fraction=args.val_fraction,
-        preset=args.preset, model={**sizes, **dropout}, block_size=args.block_size, device=args.device,
-        resume=args.resume, overwrite=args.overwrite, batch_size=args.batch_size, grad_accum=args.grad_accum,
-        lr=args.lr, warmup=args.warmup, max_steps=args.max_steps, max_minutes=args.max_minutes,
-        weight_decay=args.weight_decay, eval_every=args.eval_every, eval_tokens=args.eval_tokens,
-        save_every=args.save_every, seed=args.seed, precision=args.precision, sharding=args.sharding,
-        compile=args.compile, progress=not args.quiet)
+    summary = gpt_train_job(**flags_for(gpt_train_job, args, GPTSettings, model={**sizes, **dropout}))
     if is_main_process():
         print(report(summary, args.out), file=sys.stderr)

@@ -6,6 +6,7 @@ import sys
 from ..models.albert_config import ALBERT_PRESETS
 from .args import (
     add_run_arguments,
+    flags_for,
     fraction_below_one,
     nonnegative_float,
     nonnegative_int,
@@ -102,23 +103,15 @@ def add_parser(subparsers):
 
 
 def run(args):
+    from ..pretraining.electra import ElectraSettings
     from ..pretraining.electra import report as electra_report
     from ..pretraining.job import pretrain_job, recipe_settings
     from ..pretraining.objective import report
     from ..training.distributed import is_main_process
     chosen = recipe_settings(args.recipe, args.data, args.preset, args.optimizer,
                              model_given=bool(args.config or args.init_from))
-    summary = pretrain_job(
-        args.data, args.out, preset=chosen["preset"], config=args.config, init_from=args.init_from, resume=args.resume,
-        overwrite=args.overwrite, position_embedding_type=args.position_embedding_type,
-        span_boundary=args.span_boundary, objective=args.objective, embedding_size=args.embedding_size,
-        generator_size=args.generator_size, disc_weight=args.disc_weight, data_512=args.data_512, phase2_fraction=args.phase2_fraction,
-        eval_data=args.eval_data, batch_size=args.batch_size, phase2_batch_size=args.phase2_batch_size,
-        grad_accum=args.grad_accum, optimizer=chosen["optimizer"], lr=args.lr,
-        warmup=args.warmup if args.warmup is not None else max(1, round(0.01 * args.max_steps)),
-        weight_decay=args.weight_decay, grad_clip=args.grad_clip, max_steps=args.max_steps,
-        max_minutes=args.max_minutes, eval_every=args.eval_every, eval_instances=args.eval_instances,
-        save_every=args.save_every, seed=args.seed, device=args.device, precision=args.precision,
-        sharding=args.sharding, compile=args.compile, progress=not args.quiet)
+    warmup = args.warmup if args.warmup is not None else max(1, round(0.01 * args.max_steps))
+    summary = pretrain_job(**flags_for(pretrain_job, args, ElectraSettings, preset=chosen["preset"],
+                                       optimizer=chosen["optimizer"], warmup=warmup))
     if is_main_process():
         print((electra_report if args.objective == "electra" else report)(summary, args.out), file=sys.stderr)

@@ -4,6 +4,7 @@ import os
 import sys
 
 from ..models.transformer_config import PRESETS
+from .args import flags_for
 
 EXAMPLE = """examples:
   bertlab data gettext -o corpus/en-de --lang de          # DIR/{train,valid,test}.{en,de}
@@ -106,19 +107,12 @@ def data_paths(args) -> tuple[str, str, str, str]:
 def run(args):
     from ..training.distributed import is_main_process
     from ..translation.job import translate_train_job
-    from ..translation.objective import report
+    from ..translation.objective import TranslationSettings, report
     sizes = {"layers": args.layers, "d_model": args.d_model, "heads": args.heads, "ffn_dim": args.ffn_dim,
              "dropout": args.dropout}
-    summary = translate_train_job(
-        *data_paths(args), args.out, vocab=args.vocab, joint_vocab=args.joint_vocab, vocab_size=args.vocab_size,
-        min_frequency=args.min_frequency, max_sentence_tokens=args.max_sentence_tokens, preset=args.preset,
-        model=sizes, max_positions=args.max_positions, max_tokens=args.max_tokens, source_lang=args.src,
-        target_lang=args.tgt, device=args.device, resume=args.resume, overwrite=args.overwrite,
-        grad_accum=args.grad_accum, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
-        label_smoothing=args.label_smoothing, grad_clip=args.grad_clip,
-        max_steps=args.max_steps or (100_000 if args.max_minutes else 500), max_minutes=args.max_minutes,
-        eval_every=args.eval_every, save_every=args.save_every, bleu_sentences=args.bleu_sentences,
-        average_last=args.average_last, seed=args.seed, precision=args.precision, sharding=args.sharding,
-        compile=args.compile, progress=not args.quiet)
+    paths = dict(zip(("train_src", "train_tgt", "valid_src", "valid_tgt"), data_paths(args)))
+    summary = translate_train_job(**flags_for(
+        translate_train_job, args, TranslationSettings, **paths, model=sizes, source_lang=args.src,
+        target_lang=args.tgt, max_steps=args.max_steps or (100_000 if args.max_minutes else 500)))
     if is_main_process():
         print(report(summary, args.out), file=sys.stderr)

@@ -2,6 +2,8 @@
 import argparse
 import sys
 
+from .args import flags_for
+
 EXAMPLE = """examples:
   bertlab data debian-synopses -o corpus/synopses --max-train 20000 --max-test 500
   bertlab unilm-train --data corpus/synopses --src desc --tgt syn --init-from minilm --out runs/unilm
@@ -92,13 +94,8 @@ def model_sizes(args) -> dict | None:
 def run(args):
     from ..training.distributed import is_main_process
     from ..unilm.job import report, unilm_train_job
-    summary = unilm_train_job(
-        *data_paths(args), args.out, init_from=args.init_from, vocab=args.vocab, model=model_sizes(args),
-        resume=args.resume, overwrite=args.overwrite, max_source_tokens=args.max_source_tokens,
-        max_target_tokens=args.max_target_tokens, target_mask_prob=args.target_mask_prob,
-        rouge_sentences=args.rouge_sentences, batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr,
-        warmup=args.warmup, grad_clip=args.grad_clip, max_steps=args.max_steps, max_minutes=args.max_minutes,
-        eval_every=args.eval_every, save_every=args.save_every, seed=args.seed, device=args.device,
-        precision=args.precision, sharding=args.sharding, compile=args.compile, progress=not args.quiet)
+    from ..unilm.objective import UniLMSettings
+    paths = dict(zip(("train_src", "train_tgt", "valid_src", "valid_tgt"), data_paths(args)))
+    summary = unilm_train_job(**flags_for(unilm_train_job, args, UniLMSettings, **paths, model=model_sizes(args)))
     if is_main_process():
         print(report(summary, args.out), file=sys.stderr)

@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from .args import add_run_arguments, nonnegative_float, positive_int, word2vec_window
+from .args import add_run_arguments, flags_for, nonnegative_float, positive_int, word2vec_window
 
 EXAMPLE = """examples:
   bertlab data english-corpus -o corpus --min-mb 0
@@ -79,12 +79,7 @@ def add_parser(subparsers):
 
 def run_train(args):
     from ..word2vec.job import Word2VecSettings, train_word2vec
-    s = Word2VecSettings(out=args.out, architecture=args.architecture, dim=args.dim, window=args.window,
-                         min_count=args.min_count, sample=args.sample, negative=args.negative, epochs=args.epochs,
-                         lr=args.lr, min_alpha=args.min_alpha, lowercase=args.lowercase, batch_size=args.batch_size,
-                         max_steps=args.max_steps, max_minutes=args.max_minutes, save_every=args.save_every,
-                         seed=args.seed, device=args.device, resume=args.resume, progress=not args.quiet)
-    summary = train_word2vec(args.corpus, s, overwrite=args.overwrite)
+    summary = train_word2vec(**flags_for(train_word2vec, args, s=Word2VecSettings(**flags_for(Word2VecSettings, args))))
     keys = ("vectors", "vocabulary", "corpus_words", "steps", "train_seconds", "words_per_s", "stopped_by_time")
     print(json.dumps({k: summary[k] for k in keys}), file=sys.stderr)
 
