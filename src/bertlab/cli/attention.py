@@ -3,7 +3,7 @@ import sys
 
 from ..inference.attention import DEFAULT_SENTENCE, FONT_HINT
 from .args import positive_int
-from .model_args import add_checkpoint_arguments, add_output_arguments
+from .model_args import add_model_arguments, add_output_arguments
 
 
 def add_parser(subparsers):
@@ -16,7 +16,7 @@ def add_parser(subparsers):
                     f"Korean tokens need a CJK font; without one they are drawn as boxes, with a warning ({FONT_HINT}).")
     p.add_argument("sentence", nargs="?", default=DEFAULT_SENTENCE, metavar="SENTENCE",
                    help=f"the text (default: {DEFAULT_SENTENCE!r})")
-    add_checkpoint_arguments(p)
+    add_model_arguments(p)
     p.add_argument("--layer", type=int, default=-1, metavar="N",
                    help="0 is the first layer, negative counts from the top (default -1, the last)")
     p.add_argument("--head", default="all", metavar="H|all",
@@ -42,18 +42,18 @@ def parse_head(head: str) -> int | None:
 
 def run(args):
     from ..inference.attention import attention_map
-    if not args.output and not args.print_top:
+    if not args.out and not args.print_top:
         raise ValueError("nothing to do: give -o OUT.png for the heatmap and/or --print-top TOKEN")
-    r = attention_map(args.model, args.sentence, layer=args.layer, head=parse_head(args.head), output=args.output,
+    r = attention_map(args.model, args.sentence, layer=args.layer, head=parse_head(args.head), output=args.out,
                       query=args.print_top, top_k=args.top_k, device=args.device, overwrite=args.overwrite)
     for position, top in r.top:
         print(f"{r.tokens[position]!r} (token {position}), {r.where}, attends to:")
         for token, weight in top:
             print(f"  {weight:.4f}  {token}")
-    if args.output:
+    if args.out:
         if r.missing:
             print(f"bertlab attention: warning: no installed font has glyphs for {' '.join(r.missing[:10])}"
                   f"{' ...' if len(r.missing) > 10 else ''}, drawn as empty boxes; for Chinese, Japanese or "
                   f"Korean text: {FONT_HINT}", file=sys.stderr)
-        print(f"wrote layer {r.layer}, {len(r.heads)} head(s), {len(r.tokens)} tokens to {args.output}",
+        print(f"wrote layer {r.layer}, {len(r.heads)} head(s), {len(r.tokens)} tokens to {args.out}",
               file=sys.stderr)

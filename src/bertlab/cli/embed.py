@@ -3,11 +3,12 @@ import sys
 
 from ..inference.pooling import POOLINGS
 from .args import positive_int
-from .model_args import add_checkpoint_arguments, add_output_arguments, numbered, truncation_note
+from .model_args import add_model_arguments, add_output_arguments, numbered, truncation_note
 
 
-def add_model_arguments(p):
-    add_checkpoint_arguments(p)
+def add_embedding_arguments(p):
+    """The flags embed and similar share: the model group, pooling, length, batching, precision."""
+    add_model_arguments(p)
     p.add_argument("--pooling", choices=POOLINGS, default="mean",
                    help="mean of the last layer over real tokens (default; what sentence-transformers "
                         "models are trained for), the [CLS] vector, or the pooler's tanh([CLS] W)")
@@ -35,7 +36,7 @@ def add_parser(subparsers):
                     "with lines; stderr says how many lines were blank and how many were truncated.")
     p.add_argument("file", metavar="FILE", help="UTF-8 text file, one text per line ('-' for stdin)")
     add_output_arguments(p, required=True, metavar="OUT.npy", help="where to write the matrix")
-    add_model_arguments(p)
+    add_embedding_arguments(p)
     p.add_argument("--normalize", action="store_true",
                    help="scale every vector to unit length (blank lines' rows stay all zero)")
     p.set_defaults(run=run)
@@ -43,7 +44,7 @@ def add_parser(subparsers):
 
 def run(args):
     from ..inference.embedder import embed_file
-    r = embed_file(args.model, args.file, args.output, pooling=args.pooling, normalize=args.normalize,
+    r = embed_file(args.model, args.file, args.out, pooling=args.pooling, normalize=args.normalize,
                    max_seq_length=args.max_seq_length, batch_size=args.batch_size, precision=args.precision,
                    int8=args.int8, device=args.device, overwrite=args.overwrite, progress=not args.quiet)
     note = truncation_note(r.truncated, r.lines, r.max_seq_length)

@@ -5,7 +5,7 @@ import sys
 import textwrap
 
 from .args import positive_int
-from .model_args import add_checkpoint_arguments, add_output_arguments, truncation_note
+from .model_args import add_model_arguments, add_output_arguments, truncation_note
 
 LAYOUT = """\
 output layouts:
@@ -37,7 +37,7 @@ def add_parser(subparsers):
     p.add_argument("file", metavar="FILE", help="UTF-8 text file, one text per line ('-' for stdin)")
     add_output_arguments(p, required=True, metavar="OUT",
                          help="OUT.jsonl (google's layout) or OUT.npz (arrays); see below")
-    add_checkpoint_arguments(p)
+    add_model_arguments(p)
     p.add_argument("--layers", nargs="+", metavar="N",
                    help="layer numbers, negative counting from the top, written as -1 -2 or as =-1,-2 "
                         "(default -1,-2,-3,-4: the last four, or every layer of a model with fewer)")
@@ -67,8 +67,8 @@ def parse_layers(chunks) -> list[int] | None:
 
 def run(args):
     from ..inference.features import check_format, extract_features_file
-    check_format(args.output)
-    r = extract_features_file(args.model, args.file, args.output, layers=parse_layers(args.layers),
+    check_format(args.out)
+    r = extract_features_file(args.model, args.file, args.out, layers=parse_layers(args.layers),
                               max_seq_length=args.max_seq_length, batch_size=args.batch_size, words=args.words,
                               device=args.device, overwrite=args.overwrite, progress=not args.quiet)
     print(f"wrote {r.vectors} {'word' if r.words else 'token'} vectors x {len(r.layers)} layers for "

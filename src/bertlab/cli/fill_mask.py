@@ -3,7 +3,7 @@ import json
 
 from ..io import read_lines
 from .args import positive_int
-from .model_args import add_checkpoint_arguments
+from .model_args import add_model_arguments
 
 
 def add_parser(subparsers):
@@ -18,7 +18,7 @@ def add_parser(subparsers):
     p.add_argument("texts", nargs="+", metavar="TEXT",
                    help="text with one or more [MASK] (written exactly so, upper case); '-' reads one text per "
                         "line from stdin")
-    add_checkpoint_arguments(p)
+    add_model_arguments(p)
     p.add_argument("--top-k", type=positive_int, default=5, metavar="K",
                    help="predictions per mask (default 5; at most the vocabulary size)")
     p.add_argument("--json", action="store_true",

@@ -1,6 +1,8 @@
 """bertlab generate: continue prompts with a GPT, streaming the text as it is made."""
 import sys
 
+from .model_args import add_device_argument
+
 EXAMPLE = """examples:
   bertlab generate --model runs/tiny/model "The program"                  # greedy
   bertlab generate --model runs/tiny/model "Once" --temperature 0.8 --top-p 0.95 -n 200
@@ -40,7 +42,7 @@ def add_parser(subparsers):
                    help="stop a prompt's continuation at this text (repeatable; \\n escapes allowed)")
     p.add_argument("--batch-size", type=positive_int, default=8, help="prompts per batch with --prompts (8)")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="random seed for sampling (0)")
-    p.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
+    add_device_argument(p)
     p.add_argument("--int8", action="store_true",
                    help="CPU only: dynamic int8 linear layers and output layer: faster steps (a step reads every "
                         "weight) at a small cost in perplexity (docs/export.md)")

@@ -1,6 +1,10 @@
-"""What the commands that run a BERT checkpoint share (embed, similar, extract-features, fill-mask,
-attention): the --model/--device and -o/--overwrite arguments, the output and length checks done
-before any work, and the stderr notes that say what was done to the input (truncated lines, blank lines)."""
+"""What the commands that run a trained model share (embed, similar, extract-features, fill-mask,
+attention, generate, translate, unilm-generate, predict, serve): one --model/--device(/--precision)
+group with one default device, one -o/--out/--overwrite group, and the stderr notes that say what was
+done to the input (truncated lines, blank lines)."""
+import argparse
+
+DEVICE_HELP = "cpu, cuda, cuda:N, mps or auto (default: a GPU when there is one, else cpu)"
 
 
 MODEL_HELP = ("an HF-format BERT folder (config.json, model.safetensors or pytorch_model.bin, vocab.txt), "
@@ -8,14 +12,24 @@ MODEL_HELP = ("an HF-format BERT folder (config.json, model.safetensors or pytor
               "or 'minilm' for the packaged all-MiniLM-L6-v2")
 
 
-def add_checkpoint_arguments(p):
-    """--model and --device: the arguments every command that loads a BERT checkpoint shares."""
-    p.add_argument("--model", required=True, help=MODEL_HELP)
-    p.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
+def add_model_arguments(p, help: str = MODEL_HELP, metavar: str | None = None, precision: bool = False):
+    """--model, --device (default auto) and, with `precision`, --precision: the arguments every
+    command that runs a trained model shares."""
+    p.add_argument("--model", required=True, metavar=metavar, help=help)
+    add_device_argument(p)
+    if precision:
+        p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                       help="fp32 (default); bf16 or fp16 autocast (bf16 on CPU needs AVX512-BF16 or AMX to be faster)")
+
+
+def add_device_argument(p):
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
 
 
 def add_output_arguments(p, required: bool, metavar: str, help: str):
-    p.add_argument("-o", "--output", required=required, metavar=metavar, help=help)
+    """-o/--out (the old spelling --output still parses, hidden) and --overwrite."""
+    p.add_argument("-o", "--out", required=required, metavar=metavar, help=help)
+    p.add_argument("--output", dest="out", help=argparse.SUPPRESS)
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists (refused otherwise)")
 
 

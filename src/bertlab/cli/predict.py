@@ -4,6 +4,7 @@ import sys
 
 from .args import positive_int
 from .finetune import ANSWER_FLAGS, add_answer_arguments
+from .model_args import add_output_arguments
 
 
 def add_parser(subparsers):
@@ -14,8 +15,7 @@ def add_parser(subparsers):
                     "answer) to OUT or stdout, and print the metrics when FILE has gold labels.")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--model", required=True, help="OUT/model of a `bertlab finetune` run")
-    p.add_argument("-o", "--output", metavar="OUT.jsonl", help="default: standard output")
-    p.add_argument("--overwrite", action="store_true", help="replace OUT.jsonl if it exists")
+    add_output_arguments(p, required=False, metavar="OUT.jsonl", help="where to write (default: standard output)")
     p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--int8", action="store_true",
                    help="CPU only: dynamic int8 linear layers, faster at a small accuracy cost (compare the "
@@ -29,10 +29,10 @@ def add_parser(subparsers):
 def run(args):
     from ..finetune.predict import predict_file
     from ..io import check_output_file
-    if args.output:
-        check_output_file(args.output, args.overwrite)
+    if args.out:
+        check_output_file(args.out, args.overwrite)
     options = {name: getattr(args, name) for name in ANSWER_FLAGS if getattr(args, name) is not None}
-    scores = predict_file(args.model, args.file, args.output, args.batch_size, progress=not args.quiet,
+    scores = predict_file(args.model, args.file, args.out, args.batch_size, progress=not args.quiet,
                           int8=args.int8, options=options)
     if scores:
         print(json.dumps(scores), file=sys.stderr)

@@ -3,6 +3,8 @@ import argparse
 import ipaddress
 import re
 
+from .model_args import add_device_argument
+
 EXAMPLE = """examples:
   bertlab serve --model minilm=minilm                       # then open http://127.0.0.1:8000/
   bertlab serve --model minilm=minilm --model tagger=runs/ner/model --model gpt=runs/gpt/model --port 8080
@@ -48,7 +50,7 @@ def add_parser(subparsers):
     p.add_argument("--keep-going", action="store_true",
                    help="if a model fails to load, log why and serve the others (/readyz answers 200 \"degraded\" "
                         "and names the failed ones); by default a model that fails stops the server before it listens")
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda or mps")
+    add_device_argument(p)
     p.add_argument("--int8", action="store_true",
                    help="run every model's linear layers as dynamic int8 on the CPU (docs/export.md: speed and "
                         "quality cost measured on real data)")

@@ -2,7 +2,7 @@
 import sys
 
 from .args import positive_int
-from .embed import add_model_arguments
+from .embed import add_embedding_arguments
 from .model_args import numbered, truncation_note
 
 
@@ -17,7 +17,7 @@ def add_parser(subparsers):
     p.add_argument("--corpus", required=True, metavar="FILE", help="UTF-8 text file, one document per line")
     p.add_argument("-k", type=positive_int, default=5, metavar="N",
                    help="results per query (default 5; fewer when the corpus is smaller)")
-    add_model_arguments(p)
+    add_embedding_arguments(p)
     p.set_defaults(run=run)
 
 

@@ -3,6 +3,8 @@ import argparse
 import math
 import sys
 
+from .model_args import add_device_argument
+
 EXAMPLE = """examples:
   echo "Open the file" | bertlab translate --model runs/en-de/model
   bertlab translate --model runs/en-de/model test.en --beam 4 --ref test.de > test.hyp
@@ -37,7 +39,7 @@ def add_parser(subparsers):
     p.add_argument("--nbest", type=positive_int, default=1,
                    help="print the K best hypotheses with scores (needs --beam >= K)")
     p.add_argument("--ref", metavar="FILE", help="reference translations: print sacreBLEU BLEU and chrF to stderr")
-    p.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
+    add_device_argument(p)
     p.add_argument("--int8", action="store_true",
                    help="CPU only: dynamic int8 linear layers, faster at a small BLEU cost (score it with --ref; "
                         "docs/export.md)")

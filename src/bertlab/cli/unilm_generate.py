@@ -2,6 +2,8 @@
 import argparse
 import sys
 
+from .model_args import add_device_argument
+
 EXAMPLE = """examples:
   bertlab unilm-generate --model runs/unilm/model corpus/synopses/test.desc --ref corpus/synopses/test.syn
   echo "GNU Wget is a free utility for downloading files from the Web." | bertlab unilm-generate --model runs/unilm/model --beam 4
@@ -29,7 +31,7 @@ def add_parser(subparsers):
                                                         "max_target_tokens - 1)")
     p.add_argument("--batch-size", type=positive_int, default=32, help="lines decoded together (32)")
     p.add_argument("--ref", metavar="FILE", help="reference lines: print ROUGE to stderr")
-    p.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
+    add_device_argument(p)
     p.set_defaults(run=run)
 
 

@@ -18,7 +18,10 @@ def serve(models: dict, host: str = "127.0.0.1", port: int = 8000, graceful_seco
     listens: one that fails is an error now (ValueError naming it and why), not a model that never
     gets ready; with keep_going=True the failures are logged and the others served."""
     import uvicorn
-    check_models(models, app_options.get("device", "cpu"), app_options.get("int8", False))
+
+    from ..device import pick_device
+    app_options["device"] = str(pick_device(app_options.get("device", "auto")))
+    check_models(models, app_options["device"], app_options.get("int8", False))
     app = create_app(models, **app_options)
     load_models(app.state.registry)
     uvicorn.run(app, host=host, port=port, log_level="info",

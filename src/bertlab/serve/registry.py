@@ -27,10 +27,12 @@ class Registry:
     each), `failures` the errors themselves. keep_going: the models that loaded are enough to be
     ready (a failed one answers 503 with its reason)."""
 
-    def __init__(self, models: dict, batching: dict, device: str = "cpu", int8: bool = False,
+    def __init__(self, models: dict, batching: dict, device: str = "auto", int8: bool = False,
                  keep_going: bool = False):
+        from ..device import pick_device
         if not models:
             raise ValueError("no models to serve: give at least one --model NAME=DIR")
+        device = str(pick_device(device))  # "auto": a GPU when there is one, as every command
         self.sources, self.batching, self.device, self.int8 = dict(models), batching, device, int8
         self.keep_going = keep_going
         self.models: dict[str, ServedModel] = {}
