@@ -4,7 +4,9 @@
 MiniLM; the masks example prints its masks, so they are drawn here from the tensors it returns.
 Nothing is stored in the repository: a picture is always what the code computes now. Each build
 process draws them once (`mkdocs serve` rebuilds reuse them)."""
+import atexit
 import os
+import shutil
 import tempfile
 
 from mkdocs.structure.files import File
@@ -16,6 +18,7 @@ _drawn: dict[str, str] = {}  # site path -> file on disk
 def on_files(files, config):
     if not _drawn:
         folder = tempfile.mkdtemp(prefix="bertlab-docs-pictures-")
+        atexit.register(shutil.rmtree, folder, True)  # the site holds copies; `serve` keeps reading these
         for name in draw(folder):
             _drawn[f"{SITE_FOLDER}/{name}"] = os.path.join(folder, name)
     for uri, path in _drawn.items():
