@@ -248,8 +248,9 @@ def test_unknown_model_is_404_naming_the_loaded_ones_and_a_wrong_task_is_400(cli
 
 def test_input_the_model_refuses_is_422_with_the_library_message(client):
     error(client.post("/v1/fill-mask", json={"model": "mlm", "texts": ["no mask here"]}), 422, "no [MASK] in the text")
-    error(client.post("/v1/generate", json={"model": "gpt", "prompt": "the cat " * 3, "max_new_tokens": 150}), 422,
-          "exceeds the model's 160 positions")
+    # no silent truncation (issue 31): a prompt that does not fit is a 413 naming its token count
+    error(client.post("/v1/generate", json={"model": "gpt", "prompt": "the cat " * 3, "max_new_tokens": 150}), 413,
+          "24 tokens", "exceeds the model's 160 positions")
     error(client.post("/v1/attention", json={"model": "minilm", "text": "  "}), 422, "blank")
     error(client.post("/v1/attention", json={"model": "minilm", "text": "x", "layer": 6}), 422, "layer")
     error(client.post("/v1/generate", json={"model": "gpt", "prompt": " "}), 422, "blank")

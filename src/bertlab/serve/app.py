@@ -3,8 +3,11 @@
 Every task endpoint takes {"model": NAME, ...}, checks the request against the server's limits,
 hands a Job to the model's batcher and waits for its result. Status codes: 404 an unknown model
 (the message lists the loaded ones), 400 a model that does not do the task, 413 a request past a
-size limit (the message names the flag), 422 malformed JSON, wrong types or input the model
-refuses (the library's message), 429 a full queue, 503 while models load.
+size limit (the message names the flag) or an input longer than the model reads (serve.inputs: no
+silent truncation), 422 malformed JSON, wrong types or input the model refuses (the library's
+message), 424 the model failed on the input, 429 a full queue or too many requests at once, 503
+while models load. Beside these routes the OpenAI (openai_api.py) and TEI (tei.py) ones answer the
+same models, and /metrics (metrics.py) counts it all.
 
 Request bodies come from untrusted clients: each is read as it arrives and refused (413) as soon as
 it passes --max-body-bytes, before any parsing, and parsed as strict JSON (no NaN or Infinity,
@@ -25,9 +28,26 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
+from ..finetune.tasks import task_from_state
 from ..inference.generate import SamplingOptions
+from . import inputs
 from .batching import Cancelled, Job, QueueFull
+from .errors import APIError, add_error_handlers
+from .handling import (
+    GONE,
+    TRUNCATED_HEADER,
+    check_texts,
+    failure,
+    measure,
+    served_model,
+    submit,
+    unless_gone,
+    while_connected,
+)
+from .metrics import Metrics, RequestGate
+from .openai_api import add_openai_routes
 from .registry import Registry
+from .tei import add_tei_status_routes, add_tei_task_routes
 
 STATIC = os.path.join(os.path.dirname(__file__), "static")
 
@@ -43,17 +63,6 @@ class Limits:
 
 
 MAX_JSON_DEPTH = 8  # a request body nests 2 deep; far deeper ones would overflow the 422's encoder
-DISCONNECT_POLL_S = 0.5  # how often a waiting request asks whether its client is still there
-
-
-class FastJSON(Response):
-    """JSON by orjson, which writes numpy arrays itself: an embedding goes out without becoming a
-    list of Python floats first (measured: json.dumps of 32 MiniLM vectors took ~58 ms on the
-    loaded 2-core machine, a serial step between two batches)."""
-    media_type = "application/json"
-
-    def render(self, content) -> bytes:
-        return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 # --- reading a request body -------------------------------------------------------------------------
@@ -140,9 +149,14 @@ def _deeper_than(value, depth: int) -> bool:
 
 
 # --- request bodies ---------------------------------------------------------------------------------
+TRUNCATE = Field(False, description="cut an input longer than the model reads instead of refusing it (413); "
+                                    "the answer's truncated_inputs and X-Truncated-Inputs say how many were cut")
+
+
 class Texts(BaseModel):
     model: str
     texts: list[str] = Field(min_length=1)
+    truncate: bool = TRUNCATE
 
 
 class EmbedRequest(Texts):
@@ -163,6 +177,7 @@ class QaRequest(BaseModel):
     model: str
     question: str
     context: str
+    truncate: bool = TRUNCATE
 
 
 class FillMaskRequest(Texts):
@@ -183,25 +198,34 @@ class GenerateRequest(BaseModel):
     repetition_penalty: float = Field(1.0, gt=0)
     stop: list[str] = []
     stream: bool = True
+    truncate: bool = Field(False, description="cut the prompt's start when prompt + max_new_tokens exceed the "
+                                              "model's positions, instead of refusing it (413)")
 
 
 class AttentionRequest(BaseModel):
     model: str
     text: str
     layer: int = -1
+    truncate: bool = Field(False, description="accepted for every task alike; attention never cuts (413)")
 
 
 # --- the app ----------------------------------------------------------------------------------------
 def create_app(models: dict, max_batch_size: int = 32, max_wait_ms: float = 5.0, max_queue: int = 256,
-               limits: Limits = Limits(), device: str = "cpu", int8: bool = False, keep_going: bool = False) -> FastAPI:
+               limits: Limits = Limits(), device: str = "cpu", int8: bool = False, keep_going: bool = False,
+               max_batch_tokens: int = 16384, max_concurrent_requests: int = 512) -> FastAPI:
     """The app serving `models` ({name: a folder load_model reads, a packaged name such as
     "minilm", or an already loaded interop.load.LoadedModel}). The models load in a background
     thread when the app starts (unless app.state.registry.load() ran first, as serve() does); /readyz
     answers 200 once all are in. A model that fails to load keeps /readyz at 503 with its reason;
     with keep_going the others are served and /readyz answers 200 "degraded", naming the failed ones.
-    int8: their Linear layers run as PyTorch's dynamic int8 (inference.int8.quantize_int8; CPU only)."""
-    registry = Registry(models, dict(max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, max_queue=max_queue),
-                        device, int8, keep_going)
+    int8: their Linear layers run as PyTorch's dynamic int8 (inference.int8.quantize_int8; CPU only).
+    max_batch_tokens: a batch holds at most this many tokens (and max_batch_size texts);
+    max_concurrent_requests: task requests answered at once, past which a new one is a 429 at once."""
+    if max_concurrent_requests < 1:
+        raise ValueError(f"max_concurrent_requests {max_concurrent_requests} must be >= 1")
+    metrics = Metrics()
+    registry = Registry(models, dict(max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, max_queue=max_queue,
+                                     max_batch_tokens=max_batch_tokens), device, int8, keep_going, metrics)
 
     @asynccontextmanager
     async def lifespan(app):
@@ -211,13 +235,23 @@ def create_app(models: dict, max_batch_size: int = 32, max_wait_ms: float = 5.0,
         await asyncio.to_thread(registry.close)
 
     app = FastAPI(title="bertlab serve", lifespan=lifespan,
-                  description="BERT, GPT and Transformer models over HTTP, with dynamic batching. "
-                              "The web page is at /.")
-    app.state.registry, app.state.limits = registry, limits
+                  description="BERT, GPT and Transformer models over HTTP, with dynamic batching, an "
+                              "OpenAI-compatible /v1/embeddings and TEI-compatible /embed. The web page is at /.")
+    app.state.registry, app.state.limits, app.state.metrics = registry, limits, metrics
+    app.state.settings = {"max_batch_size": max_batch_size, "max_batch_tokens": max_batch_tokens,
+                          "max_queue": max_queue, "max_concurrent_requests": max_concurrent_requests}
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     _add_status_routes(app, registry)
+    add_tei_status_routes(app, registry)
     app.router.route_class = LimitedJSONRoute  # every route added from here reads its body within the limit
+    first_task_route = len(app.routes)
     _add_task_routes(app, registry, limits)
+    add_openai_routes(app, registry, limits)
+    add_tei_task_routes(app, registry, limits)
+    add_error_handlers(app)
+    task_paths = {r.path for r in app.routes[first_task_route:]}
+    app.add_middleware(RequestGate, metrics=metrics, routes={r.path for r in app.routes if hasattr(r, "path")},
+                       limited=task_paths, max_concurrent_requests=max_concurrent_requests)
     return app
 
 
@@ -247,160 +281,121 @@ def _add_status_routes(app, registry):
                        "cancelled": m.batcher.cancelled, "queued": m.batcher.queue.qsize()}
                 for name, m in registry.models.items()}
 
+    @app.get("/metrics", summary="Prometheus metrics: requests by route and status, latency and batch-size "
+                                 "histograms, queue depth, tokens embedded")
+    def prometheus():
+        body, content_type = app.state.metrics.exposition()
+        return Response(body, media_type=content_type)
+
     @app.get("/v1/models", summary="the loaded models and the tasks each answers")
     def models():
         return {"models": [m.describe() for m in registry.models.values()], "errors": registry.errors,
                 "loading": not registry.loaded.is_set()}
 
 
-def _served(registry, name: str, task: str):
-    """The model `name`, checked to be loaded and to do `task`."""
-    if name not in registry.models:
-        if name in registry.errors:
-            raise HTTPException(503, f"model {name!r} failed to load: {registry.errors[name]}")
-        if name in registry.sources and not registry.loaded.is_set():
-            raise HTTPException(503, f"model {name!r} is still loading; see /readyz")
-        raise HTTPException(404, f"unknown model {name!r}; loaded models: {', '.join(sorted(registry.models)) or 'none'}")
-    served = registry.models[name]
-    if task not in served.tasks:
-        able = [n for n, m in registry.models.items() if task in m.tasks]
-        raise HTTPException(400, f"model {name!r} ({served.loaded.kind}) does not do {task}; it does "
-                                 f"{', '.join(served.tasks) or 'nothing'}. "
-                                 f"Models that do {task}: {', '.join(able) or 'none'}")
-    return served
-
-
-def _check_texts(limits: Limits, texts: list[str], what: str = "texts"):
-    if len(texts) > limits.max_texts:
-        raise HTTPException(413, f"{len(texts)} {what} in one request, more than the limit of {limits.max_texts} "
-                                 "(--max-texts)")
-    for n, text in enumerate(texts, 1):
-        if len(text) > limits.max_chars:
-            raise HTTPException(413, f"text {n} has {len(text):,} characters, more than the limit of "
-                                     f"{limits.max_chars:,} (--max-chars)")
-
-
-async def _submit(served, request: Request, job: Job, pick=lambda result: result) -> FastJSON:
-    """Queue the job and wait for its result (`pick` takes the part to answer with); errors become
-    HTTP answers. The result is JSON types and numpy arrays, written by orjson directly (FastAPI's
-    jsonable_encoder would cost more per embedding than the encoding itself)."""
-    try:
-        served.batcher.submit(job)
-    except QueueFull as e:
-        raise HTTPException(429, str(e), headers={"Retry-After": "1"}) from None
-    try:
-        result = await _while_connected(request, job, asyncio.wrap_future(job.future))
-    except ValueError as e:  # the library refuses the input and says why
-        raise HTTPException(422, str(e)) from None
-    return FastJSON(pick(result))
-
-
-_GONE = object()
-
-
-async def _while_connected(request: Request, job: Job, waiting):
-    """What `waiting` gives, or an HTTP 499 (for nobody: the connection is closed) as soon as the
-    client has disconnected, asked every DISCONNECT_POLL_S. uvicorn does not cancel a handler whose
-    client hung up, so without this an abandoned request kept its place in the queue and was
-    computed in full. Either way the job is cancelled: a queued one is never run."""
-    try:
-        result = await _unless_gone(request, waiting)
-    except asyncio.CancelledError:  # the handler itself is cancelled (shutdown): so is its job
-        job.cancel()
-        raise
-    if result is _GONE:
-        job.cancel()
-        raise HTTPException(499, "the client went away")
-    return result
-
-
-async def _unless_gone(request: Request, waiting):
-    """What `waiting` gives, or _GONE once the client has disconnected."""
-    task = asyncio.ensure_future(waiting)
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
-            if done:
-                return task.result()
-            if await request.is_disconnected():
-                return _GONE
-    finally:
-        task.cancel()  # done: no effect; else nobody waits for it any more
-
-
 def _add_task_routes(app, registry, limits):
     @app.post("/v1/embed", summary="one vector per text (mean pooling by default)")
     async def embed(r: EmbedRequest, request: Request):
-        served = _served(registry, r.model, "embed")
-        _check_texts(limits, r.texts)
-        return await _submit(served, request, Job(("embed", r.pooling, r.normalize), {"texts": r.texts}, len(r.texts)))
+        served = served_model(registry, r.model, "embed")
+        check_texts(limits, r.texts)
+        fitted = await measure(inputs.fit_texts, served.loaded, r.texts, r.truncate, "right", _texts_at, "texts")
+        job = Job(("embed", r.pooling, r.normalize), {"texts": r.texts}, len(r.texts), fitted.tokens,
+                  fitted.sequences)
+        return await submit(served, request, job, cut=_cut(r, fitted.cut))
 
     @app.post("/v1/similar", summary="the texts closest in meaning to the query (cosine similarity)")
     async def similar(r: SimilarRequest, request: Request):
-        served = _served(registry, r.model, "similar")
-        _check_texts(limits, [r.query, *r.texts])
+        served = served_model(registry, r.model, "similar")
+        check_texts(limits, [r.query, *r.texts])
         if not r.query.strip():
             raise HTTPException(422, "the query is blank; give text to search for")
+        fitted = await measure(inputs.fit_texts, served.loaded, [r.query, *r.texts], r.truncate, "right",
+                                lambda i: "the query" if i == 0 else f"texts[{i - 1}]", "texts")
         payload = {"query": r.query, "texts": r.texts, "top_k": r.top_k}
-        return await _submit(served, request, Job(("similar",), payload, len(r.texts) + 1))
+        job = Job(("similar",), payload, len(r.texts) + 1, fitted.tokens, fitted.sequences)
+        return await submit(served, request, job, cut=_cut(r, fitted.cut))
 
     @app.post("/v1/classify", summary="a fine-tuned classification or regression model's label per text")
     async def classify(r: ClassifyRequest, request: Request):
-        served = _served(registry, r.model, "classify")
-        _check_texts(limits, r.texts + (r.texts_b or []))
+        served = served_model(registry, r.model, "classify")
+        check_texts(limits, r.texts + (r.texts_b or []))
         if r.texts_b is not None and len(r.texts_b) != len(r.texts):
             raise HTTPException(422, f"{len(r.texts)} texts but {len(r.texts_b)} texts_b; give one second text each")
-        inputs = [{"text": t} if r.texts_b is None else {"text": t, "text_b": b}
-                  for t, b in zip(r.texts, r.texts_b or r.texts)]
-        return await _submit(served, request, Job(("classify",), {"inputs": inputs}, len(inputs)))
+        tokens, cut = await measure(inputs.fit_classify, task_from_state(served.loaded), served.loaded.tokenizer,
+                                     r.texts, r.texts_b, r.truncate)
+        inputs_ = [{"text": t} if r.texts_b is None else {"text": t, "text_b": b}
+                   for t, b in zip(r.texts, r.texts_b or r.texts)]
+        job = Job(("classify",), {"inputs": inputs_}, len(inputs_), tokens)
+        return await submit(served, request, job, cut=_cut(r, cut))
 
     @app.post("/v1/ner", summary="a tag per whitespace-separated word (a fine-tuned ner model)")
     async def ner(r: Texts, request: Request):
-        served = _served(registry, r.model, "ner")
-        _check_texts(limits, r.texts)
-        return await _submit(served, request, Job(("ner",), {"inputs": [{"text": t} for t in r.texts]}, len(r.texts)))
+        served = served_model(registry, r.model, "ner")
+        check_texts(limits, r.texts)  # long sentences are read whole, in windows: nothing is cut
+        tokens = sum(map(len, await measure(served.loaded.tokenizer.tokenize_ids_batch, r.texts)))
+        job = Job(("ner",), {"inputs": [{"text": t} for t in r.texts]}, len(r.texts), tokens)
+        return await submit(served, request, job, cut=_cut(r, 0))
 
     @app.post("/v1/qa", summary="the answer span in the context (a fine-tuned squad model)")
     async def qa(r: QaRequest, request: Request):
-        served = _served(registry, r.model, "qa")
-        _check_texts(limits, [r.question, r.context])
-        job = Job(("qa",), {"inputs": [{"question": r.question, "context": r.context}]})
-        return await _submit(served, request, job, lambda result: result["predictions"][0])
+        served = served_model(registry, r.model, "qa")
+        check_texts(limits, [r.question, r.context])
+        tokens, cut = await measure(inputs.fit_question, task_from_state(served.loaded), served.loaded.tokenizer,
+                                     r.question, r.context, r.truncate)
+        job = Job(("qa",), {"inputs": [{"question": r.question, "context": r.context}]}, 1, tokens)
+        return await submit(served, request, job, lambda result: result["predictions"][0], cut=_cut(r, cut))
 
     @app.post("/v1/fill-mask", summary="the most probable tokens for each [MASK] (a masked-LM head)")
     async def fill_mask(r: FillMaskRequest, request: Request):
-        served = _served(registry, r.model, "fill-mask")
-        _check_texts(limits, r.texts)
-        return await _submit(served, request, Job(("fill-mask", r.top_k), {"texts": r.texts}, len(r.texts)))
+        served = served_model(registry, r.model, "fill-mask")
+        check_texts(limits, r.texts)
+        tokens = await measure(inputs.fit_fill_mask, served.loaded, r.texts)
+        job = Job(("fill-mask", r.top_k), {"texts": r.texts}, len(r.texts), tokens)
+        return await submit(served, request, job, cut=_cut(r, 0))
 
     @app.post("/v1/translate", summary="translations with beam search (beam 1: greedy)")
     async def translate(r: TranslateRequest, request: Request):
-        served = _served(registry, r.model, "translate")
-        _check_texts(limits, r.texts)
-        return await _submit(served, request, Job(("translate", r.beam), {"texts": r.texts}, len(r.texts)))
+        served = served_model(registry, r.model, "translate")
+        check_texts(limits, r.texts)
+        fitted = await measure(inputs.fit_sources, served.loaded, r.texts, r.truncate)
+        job = Job(("translate", r.beam), {"texts": r.texts}, len(r.texts), fitted.tokens, fitted.sequences)
+        return await submit(served, request, job, cut=_cut(r, fitted.cut))
 
     @app.post("/v1/attention", summary="one layer's attention weights, heads x tokens x tokens")
     async def attention(r: AttentionRequest, request: Request):
-        served = _served(registry, r.model, "attention")
-        _check_texts(limits, [r.text])
-        return await _submit(served, request, Job(("attention",), {"text": r.text, "layer": r.layer}))
+        served = served_model(registry, r.model, "attention")
+        check_texts(limits, [r.text])
+        tokens = await measure(inputs.fit_attention, served.loaded, r.text) if r.text.strip() else 0
+        job = Job(("attention",), {"text": r.text, "layer": r.layer}, 1, tokens)
+        return await submit(served, request, job, cut=_cut(r, 0))
 
     @app.post("/v1/generate", summary="continue a prompt with a GPT; streamed as server-sent events by default",
               description='With "stream": true (default) the answer is text/event-stream: `data: {"text": PIECE}` '
                           'events as tokens are made, then `data: {"done": true, "text": ALL, "tokens": N}` '
                           '(or `data: {"error": ...}`).')
     async def generate(r: GenerateRequest, request: Request):
-        served = _served(registry, r.model, "generate")
-        _check_texts(limits, [r.prompt, *r.stop])
+        served = served_model(registry, r.model, "generate")
+        check_texts(limits, [r.prompt, *r.stop])
         if r.max_new_tokens > limits.max_new_tokens:
             raise HTTPException(413, f"max_new_tokens {r.max_new_tokens} is more than the limit of "
                                      f"{limits.max_new_tokens} (--max-new-tokens)")
         if not r.prompt.strip():
             raise HTTPException(422, "the prompt is blank; give some text to continue")
         options = _sampling_options(r, served.loaded.tokenizer)
+        fitted = await measure(inputs.fit_prompt, served.loaded, r.prompt, r.max_new_tokens, r.truncate)
+        job = Job(("generate", options), {"prompt": r.prompt}, 1, fitted.tokens + r.max_new_tokens, fitted.sequences)
         if not r.stream:
-            return await _submit(served, request, Job(("generate", options), {"prompt": r.prompt}))
-        return await _stream(served, Job(("generate", options), {"prompt": r.prompt}), request)
+            return await submit(served, request, job, cut=_cut(r, fitted.cut))
+        return await _stream(served, job, request, _cut(r, fitted.cut))
+
+
+def _texts_at(i: int) -> str:
+    return f"texts[{i}]"
+
+
+def _cut(r, cut: int) -> int | None:
+    """How many inputs were cut, told only to a request that allowed cutting."""
+    return cut if r.truncate else None
 
 
 def _sampling_options(r: GenerateRequest, tokenizer) -> SamplingOptions:
@@ -417,7 +412,7 @@ def _sampling_options(r: GenerateRequest, tokenizer) -> SamplingOptions:
 _DONE = object()
 
 
-async def _stream(served, job: Job, request: Request):
+async def _stream(served, job: Job, request: Request, cut: int | None = None):
     """Server-sent events of a generate job. The first piece (or the error) is awaited before the
     answer starts, so a refused prompt is a plain 422, not an event in a 200 stream."""
     loop = asyncio.get_running_loop()
@@ -427,33 +422,32 @@ async def _stream(served, job: Job, request: Request):
     try:
         served.batcher.submit(job)
     except QueueFull as e:
-        raise HTTPException(429, str(e), headers={"Retry-After": "1"}) from None
-    first = await _while_connected(request, job, events.get())
+        raise APIError(429, str(e), headers={"Retry-After": "1"}) from None
+    first = await while_connected(request, job, events.get())
     if first is _DONE:
         await _submit_result(job)
 
     async def body():
         item = first
         try:
-            while item is not _GONE:
+            while item is not GONE:
                 if item is _DONE:
-                    yield _event(_final(job))
+                    yield _event({**_final(job), **({"truncated_inputs": cut} if cut is not None else {})})
                     return
                 yield _event({"text": item})
-                item = await _unless_gone(request, events.get())
+                item = await unless_gone(request, events.get())
         finally:
             if not job.future.done():  # the client went away mid-stream: stop decoding for it
                 job.cancel()
 
-    return StreamingResponse(body(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    headers = {"Cache-Control": "no-cache", **({TRUNCATED_HEADER: str(cut)} if cut is not None else {})}
+    return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
 
 
 async def _submit_result(job: Job):
     exc = job.future.exception()
-    if isinstance(exc, ValueError):
-        raise HTTPException(422, str(exc))
-    if exc is not None:
-        raise exc
+    if exc is not None and not isinstance(exc, Cancelled):
+        raise failure(exc)
 
 
 def _final(job: Job) -> dict:

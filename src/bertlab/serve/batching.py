@@ -2,7 +2,8 @@
 runs them as one batched call of the library function.
 
 The worker takes the first waiting job, then keeps taking jobs until it holds `max_batch_size` texts
-or `max_wait_ms` have passed since the first; jobs with the same key (same task, same options) run
+or `max_batch_tokens` tokens (TEI's --max-batch-tokens: a batch fills by its work, not only by its
+count; a job larger than the budget runs alone) or `max_wait_ms` have passed since the first; jobs with the same key (same task, same options) run
 together, so a batch is one forward pass over every request's texts. One thread per model also means
 a model is never run by two threads at once. A full queue refuses new jobs (QueueFull, the server's
 429) instead of letting the backlog and the latency grow without bound. A job whose client has gone
@@ -36,10 +37,14 @@ class Cancelled(Exception):
 @dataclass(eq=False)
 class Job:
     """One request's work. `key` decides which jobs may share a call; `size` is how many texts it
-    adds to a batch; `on_item(job_row, item)` receives streamed pieces, in the worker thread."""
+    adds to a batch, `tokens` how many tokens (0: not counted); `ids` the token ids the model reads,
+    one list per input, when the request measured and fitted them (serve.inputs) beside its
+    `payload`; `on_item(job_row, item)` receives streamed pieces, in the worker thread."""
     key: tuple
     payload: object
     size: int = 1
+    tokens: int = 0
+    ids: list | None = None
     on_item: Callable | None = None
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
     cancelled: threading.Event = field(default_factory=threading.Event)
@@ -58,11 +63,14 @@ class Batcher:
     fails alone and never takes the other requests of its batch with it."""
 
     def __init__(self, run_batch: Callable, max_batch_size: int = 32, max_wait_ms: float = 5.0,
-                 max_queue: int = 256, name: str = "model"):
-        if max_batch_size < 1 or max_queue < 1 or max_wait_ms < 0:
-            raise ValueError(f"max_batch_size {max_batch_size} and max_queue {max_queue} must be >= 1, "
-                             f"max_wait_ms {max_wait_ms} >= 0")
+                 max_queue: int = 256, name: str = "model", max_batch_tokens: int = 16384,
+                 observe: Callable | None = None):
+        if max_batch_size < 1 or max_queue < 1 or max_batch_tokens < 1 or max_wait_ms < 0:
+            raise ValueError(f"max_batch_size {max_batch_size}, max_batch_tokens {max_batch_tokens} and max_queue "
+                             f"{max_queue} must be >= 1, max_wait_ms {max_wait_ms} >= 0")
         self.run_batch, self.max_batch_size, self.max_wait = run_batch, max_batch_size, max_wait_ms / 1000
+        self.max_batch_tokens = max_batch_tokens
+        self.observe = observe  # observe(key, jobs) before each batched call: the server's metrics
         self.queue = queue.Queue(maxsize=max_queue)
         self.batches = 0  # how many batched calls ran (for tests and /metrics-like reporting)
         self.jobs_done = 0
@@ -104,18 +112,18 @@ class Batcher:
         self._held = None
         if first is _STOP:
             return None
-        batch, size = [first], first.size
+        batch, size, tokens = [first], first.size, first.tokens
         deadline = time.monotonic() + self.max_wait
-        while size < self.max_batch_size:
+        while size < self.max_batch_size and tokens < self.max_batch_tokens:
             try:
                 job = self._next(deadline)
             except queue.Empty:
                 break
-            if job is _STOP or size + job.size > self.max_batch_size:
+            if job is _STOP or size + job.size > self.max_batch_size or tokens + job.tokens > self.max_batch_tokens:
                 self._held = job  # next round: stop, or start the next batch
                 break
             batch.append(job)
-            size += job.size
+            size, tokens = size + job.size, tokens + job.tokens
         return batch
 
     def _next(self, deadline: float | None = None):
@@ -133,6 +141,8 @@ class Batcher:
             return
         try:
             self.batches += 1
+            if self.observe is not None:
+                self.observe(key, jobs)
             results = self.run_batch(key, jobs)
         except Cancelled:
             self.cancelled += len(jobs)

@@ -13,10 +13,13 @@ log = logging.getLogger("bertlab.serve")
 
 
 class ServedModel:
-    def __init__(self, name: str, loaded: LoadedModel, source: str, batching: dict):
+    def __init__(self, name: str, loaded: LoadedModel, source: str, batching: dict, metrics=None):
         self.name, self.loaded, self.source = name, loaded, source
         self.tasks = model_tasks(loaded)
-        self.batcher = Batcher(lambda key, jobs: run_batch(loaded, key, jobs), name=name, **batching)
+        budget = batching.get("max_batch_tokens", 16384)
+        self.batcher = Batcher(lambda key, jobs: run_batch(loaded, key, jobs, budget), name=name, **batching)
+        if metrics is not None:
+            metrics.watch(name, self.batcher)
 
     def describe(self) -> dict:
         return {"name": self.name, "kind": self.loaded.kind, "tasks": self.tasks, "source": self.source}
@@ -28,13 +31,13 @@ class Registry:
     ready (a failed one answers 503 with its reason)."""
 
     def __init__(self, models: dict, batching: dict, device: str = "auto", int8: bool = False,
-                 keep_going: bool = False):
+                 keep_going: bool = False, metrics=None):
         from ..device import pick_device
         if not models:
             raise ValueError("no models to serve: give at least one --model NAME=DIR")
         device = str(pick_device(device))  # "auto": a GPU when there is one, as every command
         self.sources, self.batching, self.device, self.int8 = dict(models), batching, device, int8
-        self.keep_going = keep_going
+        self.keep_going, self.metrics = keep_going, metrics
         self.models: dict[str, ServedModel] = {}
         self.errors: dict[str, str] = {}
         self.failures: dict[str, Exception] = {}
@@ -59,7 +62,7 @@ class Registry:
                 if self.int8:  # every task reads loaded.model: its Linear layers become int8 in place
                     from ..inference.int8 import quantize_int8
                     quantize_int8(loaded.model)
-                self.models[name] = ServedModel(name, loaded, self.where(name), self.batching)
+                self.models[name] = ServedModel(name, loaded, self.where(name), self.batching, self.metrics)
             except Exception as e:  # noqa: BLE001 - reported by /readyz, the log and requests to this model
                 self.failures[name] = e
                 # one line: it goes into a JSON answer and a log line, and names the folder's problem

@@ -1,7 +1,7 @@
 """What a served model can do, and each task as one batched call of the library function.
 
 Every `run_*` takes the jobs the batcher gathered (all with the same key) and returns one result per
-job: the texts of every request go through ONE call of the inference function (embed_texts,
+job: the texts of every request go through ONE call of the inference function (embed_ids,
 fill_mask, predict_examples, translate_ids, generate), and the output is cut back into requests.
 Nothing here computes a model output itself."""
 import numpy as np
@@ -9,7 +9,7 @@ import numpy as np
 from ..finetune.predict import examples_from_inputs, predict_examples
 from ..finetune.tasks import task_from_state
 from ..inference.attention import attention_weights, layer_number
-from ..inference.embed import embed_texts, top_k
+from ..inference.embed import embed_ids, top_k
 from ..inference.fill_mask import fill_mask
 from ..inference.generate import TextStream, generate
 from ..inference.translate import translate_ids
@@ -40,17 +40,22 @@ def _split(items: list, jobs) -> list[list]:
     return out
 
 
-def run_embed(loaded, jobs):
+def run_embed(loaded, jobs, max_tokens: int):
+    """Each job: its texts' ids (job.ids), measured and fitted by the request (serve.inputs); the batch's
+    forward passes run longest first, each at most `max_tokens` padded tokens (embed_ids)."""
     pooling, normalize = jobs[0].key[1:]
-    texts = [t for j in jobs for t in j.payload["texts"]]
-    vectors = embed_texts(loaded.encoder, loaded.tokenizer, texts, pooling, normalize, batch_size=len(texts))
+    sequences = [s for j in jobs for s in j.ids]
+    vectors = embed_ids(loaded.encoder, sequences, pooling, normalize, batch_size=len(sequences),
+                        max_tokens=max_tokens, pad_id=loaded.tokenizer.pad_token_id)
     return [{"embeddings": rows} for rows in _split(vectors, jobs)]  # arrays: the answer's encoder writes them
 
 
-def run_similar(loaded, jobs):
-    """Each job: a query and its texts; every query and text of the batch is embedded in one call."""
-    texts = [t for j in jobs for t in [j.payload["query"], *j.payload["texts"]]]
-    vectors = embed_texts(loaded.encoder, loaded.tokenizer, texts, normalize=True, batch_size=len(texts))
+def run_similar(loaded, jobs, max_tokens: int):
+    """Each job: a query and its texts (their ids first the query's); every query and text of the
+    batch is embedded in one call."""
+    sequences = [s for j in jobs for s in j.ids]
+    vectors = embed_ids(loaded.encoder, sequences, normalize=True, batch_size=len(sequences), max_tokens=max_tokens,
+                        pad_id=loaded.tokenizer.pad_token_id)
     results, start = [], 0
     for job in jobs:
         query, docs = vectors[start], vectors[start + 1:start + job.size]
@@ -84,16 +89,15 @@ def run_fill_mask(loaded, jobs):
 
 
 def run_translate(loaded, jobs):
-    source, target = loaded.tokenizer, loaded.extra["target_tokenizer"]
+    target = loaded.extra["target_tokenizer"]
     beam = jobs[0].key[1]
-    texts = [t for j in jobs for t in j.payload["texts"]]
-    hypotheses = translate_ids(loaded.model, [source.encode(t) for t in texts], beam_size=beam,
-                               batch_size=len(texts))
+    sources = [ids for j in jobs for ids in j.ids]  # measured and fitted by the request
+    hypotheses = translate_ids(loaded.model, sources, beam_size=beam, batch_size=len(sources))
     return [{"translations": [target.decode(h[0].tokens) for h in part]} for part in _split(hypotheses, jobs)]
 
 
 def run_generate(loaded, jobs):
-    """One prompt per job; its text is handed to the job's `on_item` piece by piece as it is made.
+    """One prompt per job (its ids, fitted to the model's positions by the request); its text is handed to the job's `on_item` piece by piece as it is made.
     When every client of the batch has gone, the decoding stops (Cancelled)."""
     options = jobs[0].key[1]
     tokenizer = loaded.tokenizer
@@ -106,7 +110,7 @@ def run_generate(loaded, jobs):
         if piece and jobs[row].on_item is not None and not jobs[row].cancelled.is_set():
             jobs[row].on_item(piece)
 
-    new = generate(loaded.model, [tokenizer.encode(j.payload["prompt"]) for j in jobs], options,
+    new = generate(loaded.model, [j.ids[0] for j in jobs], options,
                    decode=tokenizer.decode, on_token=on_token, pad_id=options.eos_token_id or 0, prepack=False)
     results = []
     for job, stream, ids in zip(jobs, streams, new):
@@ -134,6 +138,11 @@ RUNNERS = {"embed": run_embed, "similar": run_similar, "classify": run_predict, 
            "attention": run_attention}
 
 
-def run_batch(loaded, key, jobs):
+TOKEN_BUDGETED = ("embed", "similar")  # runners that cut their forward passes by the token budget
+
+
+def run_batch(loaded, key, jobs, max_tokens: int = 16384):
     """The batcher's entry: key[0] names the task."""
+    if key[0] in TOKEN_BUDGETED:
+        return RUNNERS[key[0]](loaded, jobs, max_tokens)
     return RUNNERS[key[0]](loaded, jobs)
