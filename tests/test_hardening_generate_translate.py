@@ -237,9 +237,13 @@ def test_broken_tokenizers_and_configs(f, tmp_path, name):
 
 def test_a_folder_of_another_kind(f, minilm_dir):
     assert_error(run_cli("generate", "--model", minilm_dir, "hi"), "config.json", "'bert' model", "not a GPT")
-    assert_error(run_cli("translate", f["sentences"], "--model", minilm_dir), "no source_tokenizer")
-    assert_error(run_cli("generate", "--model", f["translation"], "hi"), "config.json", "no GPT-2 model")
-    assert_error(run_cli("translate", f["sentences"], "--model", f["char"]), "no source_tokenizer")
+    # refused from the folder's files before anything loads, naming the file that says what it is
+    assert_error(run_cli("translate", f["sentences"], "--model", minilm_dir), "config.json", "'bert' model",
+                 "not a translation model")
+    assert_error(run_cli("generate", "--model", f["translation"], "hi"), "translation.json", "'translation' model",
+                 "not a GPT")
+    assert_error(run_cli("translate", f["sentences"], "--model", f["char"]), "config.json", "'gpt' model",
+                 "not a translation model")
 
 
 # ---- numbers: every numeric flag, out of its range ------------------------------------------------------

@@ -44,27 +44,54 @@ def load_model(folder, device="cpu") -> LoadedModel:
 
 
 def load_model_of(source, kinds: tuple, purpose: str, device="cpu") -> LoadedModel:
-    """load_model(source, device), refused with a clear error unless its kind is one of `kinds`
-    (what `purpose`, e.g. "translate", needs)."""
-    loaded = load_model(source, device)
-    if loaded.kind not in kinds:
-        where = loaded.folder or "the model given"
-        raise ValueError(f"{where}: a {loaded.kind} model; {purpose} needs a {' or '.join(kinds)} model folder")
-    return loaded
+    """load_model(source, device) where its kind is one of `kinds` (what `purpose`, e.g. "generate",
+    needs); a folder of another kind is refused before anything is loaded, naming the file that
+    says what it is."""
+    if isinstance(source, LoadedModel):
+        kind, where = source.kind, source.folder or "the model given"
+    else:
+        path = resolve(readable_folder(source))
+        kind, file = folder_kind(path)
+        where = os.path.join(path, file)
+    if kind not in kinds:
+        wanted = " or ".join(KIND_NAMES[k] for k in kinds)
+        raise ValueError(f"{where}: describes a {kind!r} model, not a {wanted} ({purpose} needs one)")
+    return load_model(source, device)
+
+
+# What each kind is called in messages
+KIND_NAMES = {"finetuned": "fine-tuned model (`bertlab finetune`'s OUT/model)", "unilm": "UniLM model",
+              "translation": "translation model", "gpt": "GPT", "albert": "ALBERT", "electra": "ELECTRA",
+              "bert": "BERT"}
+
+
+def folder_kind(path) -> tuple[str, str]:
+    """(kind, the file that says so) of a model folder, from its files alone (module docstring)."""
+    if os.path.exists(os.path.join(path, "task.json")):
+        return "finetuned", "task.json"
+    if os.path.exists(os.path.join(path, "unilm.json")):
+        return "unilm", "unilm.json"
+    if os.path.exists(os.path.join(path, "translation.json")) or os.path.isdir(os.path.join(path, "source_tokenizer")):
+        return "translation", "translation.json"
+    config, file = _read_any_config(path)
+    kind = config.get("model_type", "gpt2" if "n_embd" in config else "bert")
+    if kind not in ("gpt2", "albert", "electra", "bert"):
+        raise ValueError(f"{os.path.join(path, file)}: model_type {kind!r} is not a model bertlab reads "
+                         "(bert, albert, electra, gpt2, or a translation or fine-tuned folder bertlab wrote)")
+    return ("gpt" if kind == "gpt2" else kind), file
 
 
 def _load(path, device) -> LoadedModel:
-    if os.path.exists(os.path.join(path, "task.json")):
+    kind, _ = folder_kind(path)
+    if kind == "finetuned":
         return load_finetuned(path, device)
-    if os.path.exists(os.path.join(path, "unilm.json")):
+    if kind == "unilm":
         from .unilm_folder import load_unilm_model
         return load_unilm_model(path, device)
-    if os.path.exists(os.path.join(path, "translation.json")) or os.path.isdir(os.path.join(path, "source_tokenizer")):
+    if kind == "translation":
         from .translation_folder import load_translation_model
         return load_translation_model(path, device)
-    config = _read_any_config(path)
-    kind = config.get("model_type", "gpt2" if "n_embd" in config else "bert")
-    if kind == "gpt2":
+    if kind == "gpt":
         from .hf_gpt2 import load_gpt2
         loaded = load_gpt2(path, map_location=device)
         if loaded.tokenizer is None:
@@ -76,10 +103,8 @@ def _load(path, device) -> LoadedModel:
     elif kind == "electra":
         from .hf_electra import load_electra
         loaded = load_electra(path)
-    elif kind != "bert":
-        raise ValueError(f"{path}: config model_type {kind!r} is not a model bertlab reads "
-                         "(bert, albert, electra, gpt2, or a translation or fine-tuned folder bertlab wrote)")
     else:
+        config, _ = _read_any_config(path)
         default = google_architecture(path) if is_google_folder(path) else "BertModel"
         architecture = (config.get("architectures") or [default])[0]
         if architecture == "BertForMaskedLM":
@@ -93,13 +118,13 @@ def _load(path, device) -> LoadedModel:
     return loaded
 
 
-def _read_any_config(folder) -> dict:
+def _read_any_config(folder) -> tuple[dict, str]:
     for name in ("config.json", "bert_config.json"):
         path = os.path.join(folder, name)
         if os.path.exists(path):
             config = read_json(path)
             if not isinstance(config, dict):
                 raise ValueError(f"{path}: holds a {type(config).__name__}, not a JSON object of settings")
-            return config
+            return config, name
     raise ValueError(f"{folder}: not a model folder: no config.json or bert_config.json, no task.json and no "
                      "translation.json (a folder bertlab or HF transformers saved has one of them)")
