@@ -1,4 +1,4 @@
-"""Distillation (docs/distillation.md): does the student keep the teacher's score, is it faster, and
+"""Distillation (docs/models/distillation.md): does the student keep the teacher's score, is it faster, and
 does the teacher's signal matter?
 
     python benchmarks/bench_distill.py quality --teacher RUN/model --data DIR --work W [--seeds 0,1,2]

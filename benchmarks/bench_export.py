@@ -11,7 +11,7 @@ gpt: GPT-2 124M's config with random weights (no hub weights), batch 1, a 32-tok
   --new greedy tokens: HF GPT2LMHeadModel.generate fp32 (the peer), bertlab fp32, bertlab int8,
   onnxruntime fp32 (the export, through bertlab's generate). Quality: how many of int8's greedy tokens
   equal fp32's, and the relative error of int8's prompt logits (random weights have no perplexity:
-  docs/export.md gives int8's perplexity on a trained GPT).
+  docs/guide/export.md gives int8's perplexity on a trained GPT).
 
 Each round calls every implementation once, in an order that rotates by round, so all meet the
 same load on a shared machine; rows give the best round and the median round. Ratios are against

@@ -1,5 +1,5 @@
 """Absolute against relative positions: held-out masked-LM accuracy of pretrained models at the
-trained length and beyond it (docs/relative_positions.md has the commands that make the runs).
+trained length and beyond it (docs/models/relative_positions.md has the commands that make the runs).
 
     python benchmarks/bench_positions.py --run absolute=runs/absolute --run nezha=runs/nezha \
         --eval 64=held64 --eval 128=held128 [--instances 1000] [--threads 1]

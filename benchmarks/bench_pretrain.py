@@ -9,9 +9,9 @@ length 128, 20 masked positions.
                                         [--device cpu|cuda] [--batch-size N]
                                         [--compile none|bertlab|hf|both]
 
---config electra-small times ELECTRA's joint step instead (docs/electra.md): the ELECTRA-Small
+--config electra-small times ELECTRA's joint step instead (docs/models/electra.md): the ELECTRA-Small
 discriminator (L=12, H=256, A=4, I=1024, E=128) and a generator of half its width (H=128, A=2,
-I=512, E=128; the figures in docs/electra.md were measured with it) sharing the embeddings, batch 16. bertlab: Electra +
+I=512, E=128; the figures in docs/models/electra.md were measured with it) sharing the embeddings, batch 16. bertlab: Electra +
 electra_loss (the generator's head at the masked positions, the discriminator's at the real ones).
 HF: ElectraForMaskedLM and ElectraForPreTraining with their embeddings shared, called with `labels`
 (the generator's decoder at all positions, as HF does), samples from the generator's softmax at the

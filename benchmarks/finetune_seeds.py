@@ -1,5 +1,5 @@
 """Fine-tune each pretrained model folder on one labelled set with several seeds, one thread each,
-and print every run's dev/test scores and each model's mean and spread: how docs/electra.md compares
+and print every run's dev/test scores and each model's mean and spread: how docs/models/electra.md compares
 an ELECTRA discriminator with a BERT pretrained for the same compute.
 
     python benchmarks/finetune_seeds.py --models runs/electra/model runs/bert/model --seeds 0 1 2 \\

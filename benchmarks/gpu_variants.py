@@ -1,5 +1,5 @@
 """On a CUDA machine: compiled bf16 training steps as they are, against variants that were tried for
-issue 14's MFU goals, in one process, one after the other (docs/pretraining.md, docs/gpt.md).
+issue 14's MFU goals, in one process, one after the other (docs/guide/pretraining.md, docs/models/gpt.md).
 
     python benchmarks/gpu_variants.py --data DIR [--only base,small,gpt] [--variants A,B,C]
                                       [--peer base,gpt] [--profile A]

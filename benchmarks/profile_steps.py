@@ -12,7 +12,7 @@ shapes, forward + backward with dropout 0.1, by backend. --compile compiles as t
 are timed by the wall clock. On a GPU the table lists device time by kernel, so its total is the
 GPU's busy time a step: the wall time over it says how much of the step the GPU waited.
 Used on an H100 to find the eager cross-entropy that the engine's --compile now compiles
-(docs/pretraining.md).
+(docs/guide/pretraining.md).
 """
 import argparse
 import os

@@ -1,6 +1,6 @@
 #!/bin/sh
 # UniLM vs the encoder-decoder Transformer vs the lead sentence on Debian package synopses
-# (docs/unilm.md). One thread per run; the three trainings run side by side, so the machine's load
+# (docs/models/unilm.md). One thread per run; the three trainings run side by side, so the machine's load
 # falls on them alike. Usage:
 #   sh benchmarks/unilm_synopses.sh LISTS_DIR OUT_DIR [STEPS [PAIRS_PER_STEP [UNILM_LR [SCRATCH]]]]
 # LISTS_DIR: apt lists with Translation-en (see `bertlab data debian-synopses --help`). The

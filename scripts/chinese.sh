@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chinese end to end (the README's "Chinese" section): Debian's zh_CN package descriptions -> a
+# Chinese end to end (docs/results/pretraining.md, "Chinese end to end"): Debian's zh_CN package descriptions -> a
 # Chinese WordPiece vocabulary -> whole-word-masked (jieba) pretraining of a tiny BERT -> fill-mask
 # -> section classification against TF-IDF. Needs apt's zh_CN lists:
 #   apt-get update -o Acquire::Languages=zh_CN          (or LISTS=DIR holding them)

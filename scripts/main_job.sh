@@ -129,7 +129,7 @@ done
 OMP_NUM_THREADS=1 bertlab pretrain --data "$ZH/train" --eval-data "$ZH/valid" --preset tiny --batch-size 32 \
   --lr 2e-3 --warmup 100 --max-steps 1000 --eval-every 1000 --out "$ZH/run" --overwrite --quiet
 bertlab fill-mask --model "$ZH/run/model" --top-k 5 "我爱中[MASK]"
-echo "model folder: $ZH/run/model (README: the same on Debian's Chinese descriptions, and classification vs TF-IDF)"
+echo "model folder: $ZH/run/model (docs/results/: the same on Debian's Chinese descriptions, and classification vs TF-IDF)"
 took
 
 STEP=$SECONDS

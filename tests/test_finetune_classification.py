@@ -213,7 +213,7 @@ def test_finetune_and_predict_commands(sentiment_files, tmp_path, capsys):
 
 
 def test_long_inputs_default_to_truncation_and_old_folders_keep_their_windows(tmp_path):
-    """Truncation is the default (measured in docs/finetune.md); a folder saved before the option
+    """Truncation is the default (measured in docs/guide/finetune.md); a folder saved before the option
     existed was trained on windows and is still read that way."""
     import json
 

@@ -1,7 +1,7 @@
 """Build a long-text labelled set from the manual pages installed on this machine: the text of each
 page's DESCRIPTION section (often several hundred word pieces, longer than a 128-token input)
 labelled with the manual section the page lives in (1 user commands, 2 system calls, 3 library
-functions, 5 file formats, 7 overviews, 8 administration). docs/finetune.md uses it to compare
+functions, 5 file formats, 7 overviews, 8 administration). docs/guide/finetune.md uses it to compare
 truncating long inputs with reading them in sliding windows.
 
     python data/manpages/make_descriptions.py OUT_DIR [--train 50 --dev 20 --test 50 --max-words 400]

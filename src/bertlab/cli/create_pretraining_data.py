@@ -39,7 +39,7 @@ def add_parser(subparsers):
                        help="the same as --mode sop: sentence-order prediction pairs (ALBERT)")
     p.add_argument("--recipe", choices=("bert", "roberta", "albert"),
                    help="set the flags of a model's recipe: bert = --mode nsp; roberta = --mode full-sentences "
-                        "--dynamic-masking; albert = --mode sop (docs/albert.md); flags given beside it must agree")
+                        "--dynamic-masking; albert = --mode sop (docs/models/albert.md); flags given beside it must agree")
     p.add_argument("--max-seq-length", type=positive_int, default=128,
                    help="pieces per instance, [CLS] and [SEP] included (default 128; at least 5, 3 for full-sentences)")
     p.add_argument("--max-predictions-per-seq", type=positive_int, default=20, help="1 to 255 (default 20)")

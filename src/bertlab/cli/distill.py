@@ -28,7 +28,7 @@ The student starts from the teacher: its embeddings, pooler and heads, and teach
 0, 2, 4, ... (i * L // N for N layers of L). The loss is alpha_soft * T^2 * CE(teacher/T, student/T)
 + alpha_hard * (the task's or MLM's loss) + alpha_cos * (1 - cos) of the last hidden states. A teacher
 without a masked-LM head (all-MiniLM-L6-v2) gives no soft targets: general distillation then
-defaults to the cosine term alone, on the original tokens. See docs/distillation.md."""
+defaults to the cosine term alone, on the original tokens. See docs/models/distillation.md."""
 
 
 def add_parser(subparsers):

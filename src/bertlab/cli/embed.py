@@ -23,7 +23,7 @@ def add_embedding_arguments(p):
                         "AVX-512 BF16/AMX, at about 1e-3 deviation")
     p.add_argument("--int8", action="store_true",
                    help="CPU only: dynamic int8 linear layers (inference.int8), faster at a small cost in "
-                        "accuracy (embed prints the cosine to fp32 on the first 64 lines; see docs/export.md)")
+                        "accuracy (embed prints the cosine to fp32 on the first 64 lines; see docs/guide/export.md)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or progress lines on stderr")
 
 

@@ -57,7 +57,7 @@ def add_parser(subparsers):
                       help="classify/regression of one text longer than --max-seq-length: truncate it (the "
                            "default, as google-research/bert and HF do), or read it in sliding windows and average "
                            "their logits (an epoch then holds a step's work per window: 4.3x on long manual-page "
-                           "texts, which scored far better truncated at the same compute; docs/finetune.md)")
+                           "texts, which scored far better truncated at the same compute; docs/guide/finetune.md)")
     data.add_argument("--relation-format", choices=["auto", "semeval", "tacred"], default="auto",
                       help="relation: SemEval-2010 Task 8 text or TACRED JSON (auto: .json/.jsonl are TACRED)")
     data.add_argument("--version-2-with-negative", action="store_true", help="squad: SQuAD 2.0 (unanswerable questions)")
@@ -71,7 +71,7 @@ def add_parser(subparsers):
     train.add_argument("--patience", type=positive_int, help="early stopping: evaluations without a better dev score")
     train.add_argument("--group-by-length", action="store_true",
                        help="batches of similar lengths (less padding, faster on mixed lengths; on short texts it "
-                            "cost ~1.4 points of accuracy, see the README). Default: plain shuffled batches")
+                            "cost ~1.4 points of accuracy, see docs/results/fine-tuning.md). Default: plain shuffled batches")
     train.add_argument("--init", choices=["pretrained", "random"], default="pretrained",
                        help="random: the same architecture from random weights (a baseline)")
     train.add_argument("--grid", action="store_true",

@@ -45,7 +45,7 @@ def add_parser(subparsers):
     add_device_argument(p)
     p.add_argument("--int8", action="store_true",
                    help="CPU only: dynamic int8 linear layers and output layer: faster steps (a step reads every "
-                        "weight) at a small cost in perplexity (docs/export.md)")
+                        "weight) at a small cost in perplexity (docs/guide/export.md)")
     p.add_argument("--no-prepack", action="store_true",
                    help="do not prepack the weights for MKL (saves memory equal to the model's size, "
                         "decoding steps are slower)")

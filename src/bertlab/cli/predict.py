@@ -19,7 +19,7 @@ def add_parser(subparsers):
     p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--int8", action="store_true",
                    help="CPU only: dynamic int8 linear layers, faster at a small accuracy cost (compare the "
-                        "metrics with a run without it; docs/export.md)")
+                        "metrics with a run without it; docs/guide/export.md)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_answer_arguments(p.add_argument_group("squad answers (default: what the model was fine-tuned with, "
                                               "from its task.json)"))

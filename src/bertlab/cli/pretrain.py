@@ -28,7 +28,7 @@ OUT gets checkpoint.pt (for --resume), metrics.jsonl, curves.png, summary.json a
 format: config.json with architectures BertForPreTraining (AlbertForPreTraining), model.safetensors, vocab.txt,
 tokenizer_config.json), which `bertlab finetune --model OUT/model` starts from. With --objective
 electra, OUT/model is the ELECTRA discriminator (ElectraForPreTraining; fine-tune it the same way)
-and OUT/generator the generator (ElectraForMaskedLM); see docs/electra.md."""
+and OUT/generator the generator (ElectraForMaskedLM); see docs/models/electra.md."""
 
 
 def add_parser(subparsers):
@@ -62,7 +62,7 @@ def add_parser(subparsers):
     g.add_argument("--recipe", choices=["bert", "roberta", "albert"],
                    help="check the data was made with `create-pretraining-data --recipe` of the same name and "
                         "set the recipe's training flags: albert = --preset albert-base (unless a model is given) "
-                        "--optimizer lamb; roberta and bert set none (docs/albert.md)")
+                        "--optimizer lamb; roberta and bert set none (docs/models/albert.md)")
     g.add_argument("--position-embedding-type", choices=["absolute", "relative_key", "relative_key_query", "nezha"],
                    help="positions: absolute (BERT's learned table), relative_key / relative_key_query (learned "
                         "distances in attention, HF's), nezha (fixed sinusoids of clipped distances, any length); "

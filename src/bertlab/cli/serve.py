@@ -52,7 +52,7 @@ def add_parser(subparsers):
                         "and names the failed ones); by default a model that fails stops the server before it listens")
     add_device_argument(p)
     p.add_argument("--int8", action="store_true",
-                   help="run every model's linear layers as dynamic int8 on the CPU (docs/export.md: speed and "
+                   help="run every model's linear layers as dynamic int8 on the CPU (docs/guide/export.md: speed and "
                         "quality cost measured on real data)")
     p.add_argument("--no-access-log", action="store_true", help="do not log a line per request (saves CPU under load)")
     p.set_defaults(run=run)

@@ -42,7 +42,7 @@ def add_parser(subparsers):
     add_device_argument(p)
     p.add_argument("--int8", action="store_true",
                    help="CPU only: dynamic int8 linear layers, faster at a small BLEU cost (score it with --ref; "
-                        "docs/export.md)")
+                        "docs/guide/export.md)")
     p.set_defaults(run=run)
 
 

@@ -49,7 +49,7 @@ class SequenceClassificationTask(Task):
             raise ValueError("pairs are truncated longest-first (as google-research/bert does), not read in "
                              "windows: long_inputs='windows' and doc_stride are for single texts")
         # Truncation by default: on long texts windows cost 4.3x an epoch's work and scored lower at equal
-        # compute (docs/finetune.md). Folders saved before the option were trained on windows (folder.py).
+        # compute (docs/guide/finetune.md). Folders saved before the option were trained on windows (folder.py).
         long_inputs = long_inputs or "truncate"
         super().__init__(labels, max_seq_length, text_a=text_a, text_b=text_b, label=label, header=header,
                          kind=kind, quoting=quoting, metric=metric or self.metric, doc_stride=doc_stride,

@@ -35,7 +35,7 @@ class FinetuneSettings(RunSettings):
     max_steps: int | None = None  # when set, replaces epochs
     eval_every: int | None = None  # steps between dev evaluations and checkpoints; default once per epoch
     patience: int | None = None  # stop after this many evaluations without a better dev score
-    group_by_length: bool = False  # plain shuffling; grouping cost ~1.4 points on short texts (README)
+    group_by_length: bool = False  # plain shuffling; grouping cost ~1.4 points on short texts (docs/results/fine-tuning.md)
     eval_batch_size: int = 64
 
     def checks(self) -> dict:

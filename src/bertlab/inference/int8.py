@@ -7,7 +7,7 @@ scaled back to fp32. LayerNorm, softmax, attention's Q K^T and the embeddings st
 
 A decoding step multiplies one row per sequence by every weight: it is bound by reading the
 weights, so a quarter of the bytes is most of the gain (GPT-2 124M's tied output layer alone is
-154 MB in fp32). The quality cost is measured on real data in docs/export.md.
+154 MB in fp32). The quality cost is measured on real data in docs/guide/export.md.
 
     model = quantize_int8(load_model("minilm").model)   # in place; returns the model
 """

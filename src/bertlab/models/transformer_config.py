@@ -73,7 +73,7 @@ PRESETS = {
     "base": dict(encoder_layers=6, decoder_layers=6, d_model=512, attention_heads=8, ffn_dim=2048, dropout=0.1),
     # A CPU size: half of base's width and depth (7.6M parameters with an 8k shared vocabulary;
     # about 8x fewer layer FLOPs per token than base). HF Marian of this shape trains ~4k tokens/s
-    # on the project's 2-core CPU (an early measurement; README's translation speed table has today's
+    # on the project's 2-core CPU (an early measurement; docs/results/translation.md has today's
     # side-by-side figures), so a useful run takes tens of minutes, not days.
     "small": dict(encoder_layers=3, decoder_layers=3, d_model=256, attention_heads=4, ffn_dim=1024, dropout=0.1),
     # Tests: trains a copy task in seconds.

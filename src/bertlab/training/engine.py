@@ -363,7 +363,7 @@ def train_step(model, optimizer, scheduler, next_batch, grad_accum=1, grad_clip=
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     # the losses are read once the optimizer's work is queued: read after each backward pass, they
-    # left a GPU idle while the host queued the clipping and the optimizer step (docs/gpt.md)
+    # left a GPU idle while the host queued the clipping and the optimizer step (docs/models/gpt.md)
     return sum(loss.item() for loss in losses)
 
 

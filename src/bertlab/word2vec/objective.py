@@ -14,7 +14,7 @@ One difference from word2vec.c and gensim stays: they update the vectors after e
 threads at once without locks, "Hogwild"), where a step here sums the gradients of a batch's
 examples before one update, so a frequent word gets many updates computed from the same stale
 vectors. At 2,000 corpus words a step that cost 4-5 points of WordSim-353 and analogy accuracy
-against gensim; at 250 (the default) the scores are gensim's within a point (docs/word2vec.md).
+against gensim; at 250 (the default) the scores are gensim's within a point (docs/models/word2vec.md).
 """
 import hashlib
 import math
