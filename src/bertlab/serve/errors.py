@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 OPENAI_ROUTES = frozenset({"/v1/embeddings"})
 TEI_ROUTES = frozenset({"/embed", "/tokenize", "/info", "/health"})
 # TEI's error_type per status (text-embeddings-inference, router/src/http/server.rs)
-TEI_TYPES = {400: "Empty", 413: "Validation", 422: "Validation", 424: "Backend", 429: "Overloaded", 503: "Unhealthy"}
+TEI_TYPES = {413: "Validation", 422: "Validation", 424: "Backend", 429: "Overloaded", 503: "Unhealthy"}
 
 
 class APIError(HTTPException):
