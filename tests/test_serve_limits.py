@@ -158,3 +158,19 @@ def test_a_model_that_fails_on_an_input_is_424_and_the_others_are_answered(loade
         assert [a.status_code for a in answers] == [200, 424, 200]
         r = c.post("/embed", json={"inputs": "boom"})
         assert r.status_code == 424 and r.json()["error_type"] == "Backend"
+
+
+def test_the_command_line_gives_create_app_every_setting(monkeypatch):
+    """Each create_app keyword is one `bertlab serve` flag (the limits through Limits)."""
+    import inspect
+
+    import bertlab.serve
+    from bertlab.cli import main
+    got = {}
+    monkeypatch.setattr(bertlab.serve, "serve", lambda models, host, port, **options: got.update(options))
+    assert main(["serve", "--model", "m=minilm", "--max-batch-tokens", "2048", "--max-concurrent-requests", "7",
+                 "--max-queue", "5", "--max-texts", "3"]) == 0
+    assert got["max_batch_tokens"] == 2048 and got["max_concurrent_requests"] == 7 and got["max_queue"] == 5
+    assert got["limits"].max_texts == 3
+    settings = set(inspect.signature(bertlab.serve.create_app).parameters) - {"models"}
+    assert settings <= set(got), settings - set(got)

@@ -14,8 +14,11 @@ EXAMPLE = """examples:
 DIR is any folder `bertlab` reads (load_model): a packaged name such as "minilm", a BERT folder
 (embed, similar, attention; fill-mask when it has a masked-LM head), a `bertlab finetune` folder
 (classify, ner or qa), a GPT folder (generate) or a translation folder (translate). The API
-documentation is at /docs. Requests that arrive within --max-wait-ms of each other run as one batch
-of up to --max-batch-size texts; past --max-queue waiting requests the server answers 429.
+documentation is at /docs; OpenAI's /v1/embeddings, TEI's /embed, /tokenize, /info and /health, and
+Prometheus' /metrics answer beside it. Requests that arrive within --max-wait-ms of each other run as
+one batch of up to --max-batch-size texts and --max-batch-tokens tokens; past --max-queue waiting
+requests (a model) or --max-concurrent-requests (the server) the server answers 429. An input longer
+than the model reads is refused (413) unless the request says "truncate": true.
 
 Every model is loaded before the server listens: one that fails to load stops it with the reason
 (exit 2), unless --keep-going. A request body past --max-body-bytes is refused (413) as it arrives."""
@@ -27,7 +30,8 @@ def add_parser(subparsers):
         "serve", help="serve models over HTTP (JSON API, dynamic batching, a web page at /)",
         description="Load each model and answer HTTP requests for it: embed, similar, classify, ner, qa, fill-mask, "
                     "translate, generate (streamed) and attention, with a web page at / and the OpenAPI docs at "
-                    "/docs. Needs the [serve] extra: pip install 'bertlab[serve]'.",
+                    "/docs; also OpenAI's /v1/embeddings, TEI's /embed, /tokenize, /info and /health, and "
+                    "/metrics for Prometheus. Needs the [serve] extra: pip install 'bertlab[serve]'.",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", action="append", required=True, metavar="NAME=DIR", type=model_spec,
                    help="a model to serve under NAME (repeatable)")
@@ -38,8 +42,14 @@ def add_parser(subparsers):
                    help="texts run together in one forward pass (32; 1 serves one request at a time)")
     p.add_argument("--max-wait-ms", type=nonnegative_float, default=5.0,
                    help="how long the first request of a batch waits for company (5 ms)")
+    p.add_argument("--max-batch-tokens", type=positive_int, default=16384,
+                   help="tokens run together in one batch, as TEI's flag (16384): a batch fills by tokens as well as "
+                        "by --max-batch-size, and its forward passes run longest first within it")
     p.add_argument("--max-queue", type=positive_int, default=256,
                    help="requests waiting per model before new ones get 429 (256)")
+    p.add_argument("--max-concurrent-requests", type=positive_int, default=512,
+                   help="task requests answered at once, all models together (512); past it a new one gets 429 at "
+                        "once instead of waiting")
     p.add_argument("--max-chars", type=positive_int, default=10_000, help="characters per text (10000; past it: 413)")
     p.add_argument("--max-texts", type=positive_int, default=64, help="texts per request (64; past it: 413)")
     p.add_argument("--max-new-tokens", type=positive_int, default=256,
@@ -100,6 +110,7 @@ def run(args):
         raise ValueError("--model: a NAME is given twice; each model needs its own name")
     serve(models, args.host, args.port, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms,
           max_queue=args.max_queue, device=args.device, int8=args.int8, access_log=not args.no_access_log,
-          keep_going=args.keep_going,
+          keep_going=args.keep_going, max_batch_tokens=args.max_batch_tokens,
+          max_concurrent_requests=args.max_concurrent_requests,
           limits=Limits(args.max_chars, args.max_texts, args.max_new_tokens, args.max_body_bytes))
     return 0
