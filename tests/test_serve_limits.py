@@ -174,3 +174,17 @@ def test_the_command_line_gives_create_app_every_setting(monkeypatch):
     assert got["limits"].max_texts == 3
     settings = set(inspect.signature(bertlab.serve.create_app).parameters) - {"models"}
     assert settings <= set(got), settings - set(got)
+
+
+def test_nan_from_the_model_is_424_not_a_422_for_the_input(loaded):
+    """check_finite's ValueError is the model failing (an overflow, broken weights), not bad input."""
+    import copy
+
+    import torch
+    broken = copy.deepcopy(loaded["mlm"])
+    with torch.no_grad():
+        broken.encoder.embeddings.word_embeddings.weight[broken.tokenizer.tokenize_ids("cat")[0]] = float("nan")
+    with TestClient(create_app({"broken": broken}, max_wait_ms=0)) as c:
+        ready(c)
+        error(c.post("/v1/embed", json={"model": "broken", "texts": ["the cat sat"]}), 424, "NaN or infinity")
+        ok(c.post("/v1/embed", json={"model": "broken", "texts": ["the dog ran"]}))

@@ -11,6 +11,7 @@ from .batching import Cancelled, Job, QueueFull
 from .errors import APIError
 
 DISCONNECT_POLL_S = 0.5  # how often a waiting request asks whether its client is still there
+TRUNCATED_HEADER = "X-Truncated-Inputs"  # how many inputs a request with "truncate": true had cut
 
 
 class FastJSON(Response):
@@ -21,8 +22,6 @@ class FastJSON(Response):
 
     def render(self, content) -> bytes:
         return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
-
-
 
 
 def served_model(registry, name: str, task: str):
@@ -69,9 +68,6 @@ def answer(content, cut: int | None) -> FastJSON:
     return FastJSON(content, headers={TRUNCATED_HEADER: str(cut)})
 
 
-TRUNCATED_HEADER = "X-Truncated-Inputs"
-
-
 async def result(served, request: Request, job: Job):
     """The job's result once the batcher has run it; the failures as HTTP errors."""
     try:
@@ -88,14 +84,17 @@ async def result(served, request: Request, job: Job):
 
 def failure(e: Exception) -> HTTPException:
     """A ValueError the library raised for the input is a 422 with its message; anything else the
-    model's run raised (a RuntimeError, NaN or infinity in its output) is the model failing: 424."""
+    model's run raised (a RuntimeError, NaN or infinity in its output) is the model failing: 424.
+    NaN is told apart by inference.embed.check_finite's message: the library raises it as a
+    ValueError, like the input refusals."""
     if isinstance(e, ValueError) and "NaN or infinity" not in str(e):
         return APIError(422, str(e))
     return APIError(424, f"the model failed on this input: {' '.join(f'{type(e).__name__}: {e}'.split())}")
 
 
 async def measure(fn, *args):
-    """Tokenize off the event loop (a request of 64 long texts takes tens of ms)."""
+    """Tokenize off the event loop, so one request of many long texts does not hold up every other
+    request's reading and answering."""
     return await asyncio.to_thread(fn, *args)
 
 
