@@ -1,10 +1,12 @@
-"""`bertlab serve`: models over HTTP (FastAPI + uvicorn) with dynamic batching and a web page.
+"""`bertlab serve`: models over HTTP (FastAPI + uvicorn) with dynamic batching and a web page; OpenAI's
+/v1/embeddings and TEI's /embed, /tokenize, /info and /health beside our routes; /metrics for Prometheus.
 
     from bertlab.serve import create_app
-    app = create_app({"minilm": "minilm", "tagger": "runs/ner/model"})
+    app = create_app({"minilm": "minilm", "tagger": "runs/ner/model"}, max_batch_tokens=16384,
+                     max_concurrent_requests=512)
     # uvicorn.run(app, host="127.0.0.1", port=8000)
 
-Needs the [serve] extra (fastapi, uvicorn)."""
+Needs the [serve] extra (fastapi, uvicorn, orjson, prometheus-client)."""
 from .app import Limits, create_app
 
 __all__ = ["Limits", "create_app"]
