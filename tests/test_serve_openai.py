@@ -9,9 +9,10 @@ import pytest
 
 pytest.importorskip("fastapi")
 openai = pytest.importorskip("openai")
-from bertlab.interop.load import load_model  # noqa: E402
-from bertlab.serve import create_app  # noqa: E402
-from serve_fixtures import running_server  # noqa: E402
+from serve_fixtures import running_server
+
+from bertlab.interop.load import load_model
+from bertlab.serve import create_app
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
