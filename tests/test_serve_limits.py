@@ -24,8 +24,10 @@ LONG = " ".join(["good"] * 10 + ["bad"] * 70)  # 80 word pieces: past every tiny
 def loaded(tmp_path_factory):
     root = tmp_path_factory.mktemp("limits")
     folders = build_models(root)
-    # a classifier and a tagger whose max_seq_length (32) is below its positions, so a cut input still fits them
+    # classifiers (single texts, pairs) and a tagger whose max_seq_length (32) is below its positions, so a cut input still fits them
     folders["short"] = _finetuned(root / "short", make_task("classify", labels=["no", "yes"], max_seq_length=32))
+    folders["pairs"] = _finetuned(root / "pairs", make_task("classify", labels=["no", "yes"], max_seq_length=32,
+                                                            text_b="sentence2"))
     folders["short-tagger"] = _finetuned(root / "short-tagger", make_task("ner", labels=["O", "B-PER"],
                                                                           max_seq_length=32))
     return {name: load_model(folder) for name, folder in folders.items()}
@@ -63,9 +65,10 @@ def test_classify_qa_translate_and_generate_refuse_or_cut(client):
           "texts[1] has 82 tokens", "max_seq_length of 32")
     got = cut(client.post("/v1/classify", json={"model": "short", "texts": [LONG], "truncate": True}), 1)
     assert got["predictions"][0]["label"] in ("no", "yes")
-    pair = {"model": "short", "texts": ["good " * 20], "texts_b": ["bad " * 20]}
-    error(client.post("/v1/classify", json=pair), 413, "texts[0] has 43 tokens")
+    pair = {"model": "pairs", "texts": ["good " * 20], "texts_b": ["bad " * 20]}
+    error(client.post("/v1/classify", json=pair), 413, "texts[0] has 43 tokens")  # both texts and 3 specials
     cut(client.post("/v1/classify", json={**pair, "truncate": True}), 1)
+    ok(client.post("/v1/classify", json={**pair, "model": "short"}))  # not trained on pairs: texts_b unread
 
     question = {"model": "reader", "question": "who " * 70, "context": "peter lives in paris ."}
     error(client.post("/v1/qa", json=question), 413, "the question has 70 tokens", "max_query_length of 64")

@@ -79,9 +79,11 @@ def check_token_ids(loaded, ids_lists: list[list[int]], param: str = "input"):
 
 
 def fit_classify(task, tokenizer, texts: list[str], texts_b: list[str] | None, truncate: bool) -> tuple[int, int]:
-    """(tokens read, inputs cut) of a fine-tuned classifier's inputs; the cutting is featurize's."""
+    """(tokens read, inputs cut) of a fine-tuned classifier's inputs; the cutting is featurize's.
+    texts_b count only for a model trained on pairs (examples_from_inputs reads them only then)."""
     a = tokenizer.tokenize_ids_batch(texts, add_special_tokens=False)
-    if texts_b is None:
+    pairs = getattr(getattr(task, "format", None), "text_b", None) is not None
+    if texts_b is None or not pairs:
         lengths = [len(p) + 2 for p in a]
         if task.options.get("long_inputs") == "windows":  # read whole, window by window
             return sum(lengths), 0
