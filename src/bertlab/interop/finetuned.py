@@ -96,7 +96,9 @@ def load_finetuned(folder, device="cpu"):
         raise ValueError(f"{path}: no \"task\" name; not a task.json written by `bertlab finetune`")
     config = read_config(folder)
     tokenizer = load_tokenizer(folder, config=config)
-    labels = read_json(os.path.join(folder, "config.json")).get("id2label") or state.get("labels") or ()
+    # the head is sized by task.json's labels (weights that do not fit them are refused below), or
+    # for a task without labels (regression) by config.json's
+    labels = state.get("labels") or read_json(os.path.join(folder, "config.json")).get("id2label") or ()
     model = task_model(state["task"], config, len(labels), init_weights=False)
     load_state_dict_strict(model, read_state_dict(folder), folder)
     return LoadedModel("finetuned", model.eval().to(device), tokenizer, {"task_state": state})

@@ -60,7 +60,7 @@ def load_model_of(source, kinds: tuple, purpose: str, device="cpu") -> LoadedMod
 
 
 # What each kind is called in messages
-KIND_NAMES = {"finetuned": "fine-tuned model (`bertlab finetune`'s OUT/model)", "unilm": "UniLM model",
+KIND_NAMES = {"finetuned": "fine-tuned model (no task.json here; `bertlab finetune` writes one in OUT/model)", "unilm": "UniLM model",
               "translation": "translation model", "gpt": "GPT", "albert": "ALBERT", "electra": "ELECTRA",
               "bert": "BERT"}
 
