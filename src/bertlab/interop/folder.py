@@ -119,6 +119,9 @@ class LoadedModel:
 
     @property
     def encoder(self):
-        """The BERT-family encoder inside the model (a task model's `.bert`), for what reads hidden
-        states: embeddings, features, attention maps."""
-        return getattr(self.model, "bert", self.model)
+        """The BERT-family encoder inside the model (a task model's `.bert`, a ModernBERT head
+        model's `.modernbert`), for what reads hidden states: embeddings, features, attention maps."""
+        for name in ("bert", "modernbert"):
+            if hasattr(self.model, name):
+                return getattr(self.model, name)
+        return self.model

@@ -6,6 +6,8 @@ files and config, picks the loader of its kind and returns one LoadedModel.
     "translation" translation.json, source_tokenizer/           translation_folder.load_translation_model
     "unilm"       unilm.json beside an HF BERT folder           unilm_folder.load_unilm_model
     "gpt"         config.json with model_type "gpt2"            hf_gpt2.load_gpt2
+    "modernbert"  config.json with model_type "modernbert"      hf_modernbert.load_modernbert (the class
+                  (and tokenizer.json)                          named by architectures)
     "albert"      config.json with model_type "albert"          hf_albert.load_albert (AlbertModel or
                                                                 AlbertForPreTraining, by architectures)
     "electra"     config.json with model_type "electra"         hf_electra.load_electra: the
@@ -62,7 +64,7 @@ def load_model_of(source, kinds: tuple, purpose: str, device="cpu") -> LoadedMod
 # What each kind is called in messages
 KIND_NAMES = {"finetuned": "fine-tuned model (no task.json here; `bertlab finetune` writes one in OUT/model)", "unilm": "UniLM model",
               "translation": "translation model", "gpt": "GPT", "albert": "ALBERT", "electra": "ELECTRA",
-              "bert": "BERT"}
+              "bert": "BERT", "modernbert": "ModernBERT"}
 
 
 def folder_kind(path) -> tuple[str, str]:
@@ -75,9 +77,9 @@ def folder_kind(path) -> tuple[str, str]:
         return "translation", "translation.json"
     config, file = _read_any_config(path)
     kind = config.get("model_type", "gpt2" if "n_embd" in config else "bert")
-    if kind not in ("gpt2", "albert", "electra", "bert"):
+    if kind not in ("gpt2", "albert", "electra", "bert", "modernbert"):
         raise ValueError(f"{os.path.join(path, file)}: model_type {kind!r} is not a model bertlab reads "
-                         "(bert, albert, electra, gpt2, or a translation or fine-tuned folder bertlab wrote)")
+                         "(bert, albert, electra, gpt2, modernbert, or a translation or fine-tuned folder bertlab wrote)")
     return ("gpt" if kind == "gpt2" else kind), file
 
 
@@ -97,7 +99,12 @@ def _load(path, device) -> LoadedModel:
         if loaded.tokenizer is None:
             raise FileNotFoundError(f"{path}: no tokenizer (vocab.json + merges.txt, or chars.json)")
         return loaded
-    if kind == "albert":
+    if kind == "modernbert":
+        from .hf_modernbert import load_modernbert
+        loaded = load_modernbert(path)
+        if loaded.tokenizer is None:
+            raise FileNotFoundError(f"{path}: no tokenizer.json (a ModernBERT folder holds its tokenizer there)")
+    elif kind == "albert":
         from .hf_albert import load_albert
         loaded = load_albert(path)
     elif kind == "electra":

@@ -13,6 +13,9 @@ _EXPORTS = {
     ".electra": ["Electra", "ElectraForMaskedLM", "ElectraForPreTraining"],
     ".gpt": ["GPT"],
     ".gpt_config": ["GPTConfig"],
+    ".modernbert": ["ModernBertForMaskedLM", "ModernBertForSequenceClassification", "ModernBertForTokenClassification",
+                    "ModernBertModel"],
+    ".modernbert_config": ["ModernBertConfig"],
 }
 _MODULE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_MODULE)
