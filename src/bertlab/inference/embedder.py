@@ -46,7 +46,7 @@ def load_embedder(model_dir, device: str = "auto", precision: str = "fp32", int8
     dtype = autocast_dtype(precision, device)
     if int8:
         check_int8_settings(device, dtype)
-    loaded = load_model_of(model_dir, ("bert", "finetuned"), "embedding")
+    loaded = load_model_of(model_dir, ("bert", "finetuned", "modernbert"), "embedding")
     model, tokenizer = loaded.encoder, loaded.tokenizer
     if int8:
         quantize_int8(model)
