@@ -177,7 +177,10 @@ def pool(config: ModernBertConfig, sequence_output, attention_mask=None):
     return (sequence_output * mask).sum(1) / mask.sum(1)
 
 
-class ModernBertForSequenceClassification(nn.Module):
+class _ModernBertWithClassifier(nn.Module):
+    """The encoder, ModernBERT's prediction head (dense, activation, norm), dropout and a linear
+    classifier: what the sequence and token classifiers share; they differ in what they classify."""
+
     def __init__(self, config: ModernBertConfig, num_labels: int = 2, init_weights: bool = True):
         super().__init__()
         self.config, self.num_labels = config, num_labels
@@ -189,6 +192,8 @@ class ModernBertForSequenceClassification(nn.Module):
             self.head.apply(self.modernbert._init_weights)
             self.classifier.apply(self.modernbert._init_weights)
 
+
+class ModernBertForSequenceClassification(_ModernBertWithClassifier):
     def forward(self, input_ids, token_type_ids=None, attention_mask=None):
         """(batch, num_labels) logits. token_type_ids is accepted and ignored (ModernBERT has no
         segments), so code written for BERT's classifier calls this one the same way."""
@@ -196,18 +201,7 @@ class ModernBertForSequenceClassification(nn.Module):
         return self.classifier(self.dropout(self.head(pool(self.config, x, attention_mask))))
 
 
-class ModernBertForTokenClassification(nn.Module):
-    def __init__(self, config: ModernBertConfig, num_labels: int = 2, init_weights: bool = True):
-        super().__init__()
-        self.config, self.num_labels = config, num_labels
-        self.modernbert = ModernBertModel(config, init_weights)
-        self.head = ModernBertHead(config)
-        self.dropout = NumpyDropout(config.classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        if init_weights:
-            self.head.apply(self.modernbert._init_weights)
-            self.classifier.apply(self.modernbert._init_weights)
-
+class ModernBertForTokenClassification(_ModernBertWithClassifier):
     def forward(self, input_ids, token_type_ids=None, attention_mask=None):
         """(batch, len, num_labels) logits (token_type_ids ignored, as above)."""
         x = self.modernbert(input_ids, attention_mask).sequence_output
