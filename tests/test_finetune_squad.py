@@ -8,6 +8,7 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from bertlab.finetune.squad import (NO_TARGET, QuestionAnsweringTask, SquadExample, answer_token_span,
                                     featurize_squad, read_squad, unfound_answer_ids)
@@ -438,3 +439,78 @@ def test_option_questions_from_a_man_page(tmp_path):
     examples = read_squad(tmp_path / "o.json")
     assert [e.question for e in examples][0] == "What does the option -a, --all of demo do?"
     assert all(e.found_answers() == e.answers for e in examples) and len(examples) == 3
+
+
+# --- golden: a training step equals HF's (benchmarks/qa_step_parity.py runs it on MiniLM) ------------
+def test_training_steps_equal_hf_trainers_once_its_two_differences_are_aligned(tmp_path):
+    """From the same weights on the same padded batches, bertlab's fine-tuning step (its optimizer,
+    schedule, clip and span loss, through the engine's train_step) and HF's (BertForQuestionAnswering,
+    Trainer's optimizer) give the same losses step after step, once HF's two differences are aligned:
+    its head's softmax also covers padding (masked here, as ours does) and its warmup's first step has
+    lr 0 (ours (step+1)/warmup: HF's optimizer stepped with our schedule here). Without those, HF's
+    loss differs as soon as a batch holds padding."""
+    transformers = pytest.importorskip("transformers")
+    from bertlab import BertModel, save_pretrained
+    from bertlab.finetune.objective import FineTuning, FinetuneSettings
+    from bertlab.finetune.setup import load_base_model
+    from bertlab.training.engine import train_step
+    from bertlab.training.schedules import make_scheduler
+    words = [f"w{i}" for i in range(40)]
+    tokenizer = BertTokenizer({t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])})
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
+                        attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    save_pretrained(BertModel(config), tmp_path / "base", tokenizer)
+    task = QuestionAnsweringTask(max_seq_length=32)
+    ours, _ = load_base_model(task, str(tmp_path / "base"), quiet=True, seed=3)
+    theirs = transformers.BertForQuestionAnswering.from_pretrained(tmp_path / "base")
+    theirs.qa_outputs.load_state_dict(ours.qa_outputs.state_dict())
+    start_head = ours.qa_outputs.weight.detach().clone()
+
+    g = torch.Generator().manual_seed(1)
+    batches = []
+    for _ in range(6):  # 4 rows of 10 to 20 real tokens, padded to the longest
+        lengths = torch.randint(10, 21, (4,), generator=g)
+        mask = (torch.arange(int(lengths.max()))[None] < lengths[:, None]).long()
+        ids = torch.randint(5, len(tokenizer), mask.shape, generator=g) * mask
+        start = torch.stack([torch.randint(0, int(n) - 3, (1,), generator=g)[0] for n in lengths])
+        batches.append({"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": mask,
+                        "start_position": start, "end_position": start + 2})
+    s = FinetuneSettings(out=str(tmp_path / "run"), lr=1e-3, batch_size=4, weight_decay=0.01, warmup_proportion=0.5)
+    objective = FineTuning.__new__(FineTuning)  # its optimizer() and scheduler() alone
+    optimizer = objective.optimizer(ours, s)
+    scheduler = objective.scheduler(optimizer, s, len(batches))
+    ours.train()
+    it = iter(batches)
+    our_losses = [float(train_step(ours, optimizer, scheduler, lambda: next(it), grad_clip=1.0,
+                                   loss_of=task.training_loss)) for _ in batches]
+
+    args = transformers.TrainingArguments(output_dir=str(tmp_path / "hf"), learning_rate=1e-3, weight_decay=0.01,
+                                          adam_epsilon=1e-6, max_steps=len(batches), report_to=[], use_cpu=True)
+    trainer = transformers.Trainer(model=theirs, args=args)
+    trainer.create_optimizer_and_scheduler(num_training_steps=len(batches))
+    hf_optimizer = trainer.optimizer
+    hf_scheduler = make_scheduler(hf_optimizer, "linear", int(0.5 * len(batches)), len(batches), min_ratio=0.0)
+    theirs.train()
+    hf_losses, hf_padded_losses = [], []
+    for batch in batches:
+        logits = theirs.qa_outputs(theirs.bert(batch["input_ids"], batch["attention_mask"],
+                                               batch["token_type_ids"])[0])
+        padded = theirs(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                        token_type_ids=batch["token_type_ids"], start_positions=batch["start_position"],
+                        end_positions=batch["end_position"]).loss
+        start, end = logits.masked_fill(~batch["attention_mask"].bool()[..., None], torch.finfo(logits.dtype).min).unbind(-1)
+        loss = (F.cross_entropy(start, batch["start_position"]) + F.cross_entropy(end, batch["end_position"])) / 2
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(theirs.parameters(), 1.0)
+        hf_optimizer.step()
+        hf_scheduler.step()
+        hf_optimizer.zero_grad(set_to_none=True)
+        hf_losses.append(loss.item())
+        hf_padded_losses.append(padded.item())
+    np.testing.assert_allclose(our_losses, hf_losses, atol=1e-5)
+    # the weights they end at are the same too, and not where they started
+    torch.testing.assert_close(ours.qa_outputs.weight, theirs.qa_outputs.weight, atol=1e-5, rtol=0)
+    assert (ours.qa_outputs.weight - start_head).abs().max() > 1e-3
+    assert abs(hf_padded_losses[0] - our_losses[0]) > 1e-3  # HF's own loss counts the padding
