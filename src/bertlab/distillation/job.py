@@ -87,21 +87,19 @@ def check_same_width(teacher, student, alpha_cos, student_name):
 
 # ---- general distillation ---------------------------------------------------------------------------
 def load_teacher(folder):
-    """(BertForPreTraining, tokenizer, has_masked_lm_head) of a BERT folder. A folder without the
-    masked-LM head (a bare encoder such as all-MiniLM-L6-v2) leaves the head random: never used."""
-    from ..interop.folder import read_state_dict
-    from ..interop.hf_bert import init_from_state_dict
-    from ..interop.pretrained import check_layers_used, load_tokenizer, read_config
+    """The LoadedModel of a BERT folder as a BertForPreTraining, extra "has_masked_lm_head" added. A
+    folder without the masked-LM head (a bare encoder such as all-MiniLM-L6-v2) leaves the head
+    random: never used."""
+    from ..interop.pretrained import check_layers_used, load_pretrained
     from ..models import BertForPreTraining
-    config = read_config(folder)
-    tokenizer = load_tokenizer(folder, config=config)
-    model = BertForPreTraining(config)
-    report = init_from_state_dict(model, read_state_dict(folder))
+    loaded = load_pretrained(folder, BertForPreTraining, strict=False)
+    report = loaded.extra["report"]
     encoder_missing = [n for n in report.new if not n.startswith(("mlm.", "nsp."))]
     if encoder_missing or report.mismatched:
         raise ValueError(f"{folder}: its weights do not fit its config as a BERT:\n{report}")
-    check_layers_used(report, folder, config)
-    return model.eval(), tokenizer, not any(n.startswith("mlm.") for n in report.new)
+    check_layers_used(report, folder, loaded.model.config)
+    loaded.extra["has_masked_lm_head"] = not any(n.startswith("mlm.") for n in report.new)
+    return loaded
 
 
 def general_alphas(alphas: dict, has_head: bool, teacher) -> dict:
@@ -128,13 +126,16 @@ def general_distillation(teacher, student_layers, student, data, eval_data, max_
     if os.path.exists(os.path.join(folder, "task.json")):
         raise ValueError(f"--teacher {teacher}: a fine-tuned task folder; general distillation (--data) needs a "
                          "pretrained BERT folder, task distillation --train")
-    teacher_model, tokenizer, has_head = load_teacher(folder)
+    loaded_teacher = load_teacher(folder)
+    teacher_model, tokenizer = loaded_teacher.model, loaded_teacher.tokenizer
+    has_head = loaded_teacher.extra["has_masked_lm_head"]
     if student_layers is not None:
         from ..models import BertForPreTraining
         student_model = student_from_teacher(teacher_model, student_layers,
                                              lambda config: BertForPreTraining(config, init_weights=False))
     else:
-        student_model, student_tokenizer, _ = load_teacher(resolve(student))
+        loaded_student = load_teacher(resolve(student))
+        student_model, student_tokenizer = loaded_student.model, loaded_student.tokenizer
         check_same_vocabulary(tokenizer, student_tokenizer, folder, student)
     weights = general_alphas(alphas, has_head, teacher)
     if student is not None:
