@@ -56,26 +56,37 @@ def start_server(max_batch_size: int, max_wait_ms: float, threads: int, max_queu
     return process, port
 
 
-async def request(reader, writer, body: bytes) -> int:
-    writer.write(b"POST /v1/embed HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+async def request(reader, writer, body: bytes, path: str = "/v1/embed") -> tuple[int, bytes]:
+    """POST `body` (JSON) to `path` on a keep-alive connection: (status, answer body). Reads a
+    Content-Length body or a chunked one (peers differ)."""
+    writer.write(b"POST %s HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (path.encode(), len(body), body))
     await writer.drain()
     status = int((await reader.readline()).split()[1])
-    length = 0
+    length, chunked = 0, False
     while (line := await reader.readline()) not in (b"\r\n", b""):
         name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
+        name = name.strip().lower()
+        if name == b"content-length":
             length = int(value)
-    await reader.readexactly(length)
-    return status
+        elif name == b"transfer-encoding" and b"chunked" in value.lower():
+            chunked = True
+    if not chunked:
+        return status, await reader.readexactly(length)
+    parts = []
+    while size := int((await reader.readline()).split(b";")[0], 16):
+        parts.append(await reader.readexactly(size))
+        await reader.readline()
+    await reader.readline()  # the empty line after the last chunk
+    return status, b"".join(parts)
 
 
-async def wait_ready(port: int, timeout: float = 120):
+async def wait_ready(port: int, timeout: float = 120, path: str = "/readyz", process=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             reader, writer = await asyncio.open_connection(HOST, port)
-            writer.write(b"GET /readyz HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n".encode())
             await writer.drain()
             ready = b" 200 " in await reader.readline()
             writer.close()
@@ -83,28 +94,44 @@ async def wait_ready(port: int, timeout: float = 120):
                 return
         except OSError:
             pass
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the server on port {port} exited with status {process.returncode} before it was ready")
         await asyncio.sleep(0.2)
     raise RuntimeError(f"the server on port {port} did not get ready in {timeout} s")
 
 
 async def client(port, texts, offset, stop_at, latencies, errors):
+    """One keep-alive client of this benchmark: one text per request to /v1/embed."""
+    def next_request(i):
+        return "/v1/embed", json.dumps({"model": "minilm", "texts": [texts[i % len(texts)]]}).encode()
+
+    def on_answer(i, status, body, seconds):
+        if status == 200:
+            latencies.append(seconds)
+        else:
+            errors.append(status)
+    await keep_alive_client(port, stop_at, next_request, on_answer, errors, offset)
+
+
+async def keep_alive_client(port, stop_at, next_request, on_answer, errors, i=0, stride=7919):
+    """Send requests on one keep-alive connection until `stop_at` (time.monotonic): next_request(i)
+    gives (path, body) of the i-th; on_answer(i, status, body, seconds) takes its answer. A broken
+    connection is recorded in `errors` as "connection" and reopened. `stride`, a prime, makes
+    clients that start at different i send different texts."""
     reader, writer = await asyncio.open_connection(HOST, port)
-    i = offset
     try:
         while time.monotonic() < stop_at:
-            body = json.dumps({"model": "minilm", "texts": [texts[i % len(texts)]]}).encode()
+            path, body = next_request(i)
             start = time.perf_counter()
             try:
-                status = await request(reader, writer, body)
+                status, answer = await request(reader, writer, body, path)
             except (OSError, asyncio.IncompleteReadError, ValueError, IndexError):
                 errors.append("connection")
+                writer.close()
                 reader, writer = await asyncio.open_connection(HOST, port)
                 continue
-            if status == 200:
-                latencies.append(time.perf_counter() - start)
-            else:
-                errors.append(status)
-            i += 7919  # a prime stride: clients send different sentences
+            on_answer(i, status, answer, time.perf_counter() - start)
+            i += stride
     finally:
         writer.close()
 
