@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from bertlab.finetune.tasks import task_from_state
 from bertlab.interop.load import load_model  # noqa: E402
 from bertlab.serve import Limits, create_app  # noqa: E402
-from serve_fixtures import build_models, running_server  # noqa: E402
+from serve_fixtures import build_models, free_port, running_server  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: threads only add overhead
 
@@ -352,6 +352,40 @@ def test_shutdown_finishes_the_requests_in_flight(loaded):
             gate.set()
             assert [f.result().status_code for f in futures] == [200, 200, 200]
     assert not app.state.registry.models["minilm"].batcher._thread.is_alive()
+
+
+def test_sigterm_ends_bertlab_serve_with_exit_status_0():
+    """uvicorn, after its graceful shutdown, raises the signal that stopped it again, so a SIGTERM'd
+    `bertlab serve` had drained its requests and then died of SIGTERM (exit -15): a process manager
+    counts that as a crash. Found by benchmarks/serve_abuse.py; the command must end with 0."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "bertlab", "serve", "--model", "m=minilm", "--port", str(port),
+                                "--no-access-log"], env={**os.environ, "OMP_NUM_THREADS": "1"},
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None and time.monotonic() < deadline, process.stdout.read().decode()[-2000:]
+            try:
+                if httpx.get(url + "/readyz", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        assert httpx.post(url + "/v1/embed", json={"model": "m", "texts": ["ok"]}, timeout=30).status_code == 200
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0, process.stdout.read().decode()[-2000:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 # --- the batcher and the command line -------------------------------------------------------------------

@@ -7,6 +7,10 @@
     # uvicorn.run(app, host="127.0.0.1", port=8000)
 
 Needs the [serve] extra (fastapi, uvicorn, orjson, prometheus-client)."""
+import contextlib
+import signal
+import threading
+
 from .app import Limits, create_app
 
 __all__ = ["Limits", "create_app"]
@@ -15,7 +19,8 @@ __all__ = ["Limits", "create_app"]
 def serve(models: dict, host: str = "127.0.0.1", port: int = 8000, graceful_seconds: float = 30.0,
           access_log: bool = True, **app_options):
     """Run the app with uvicorn until SIGINT/SIGTERM; on either, uvicorn stops accepting connections and
-    finishes the requests in flight (at most `graceful_seconds`), then the batchers drain their queues.
+    finishes the requests in flight (at most `graceful_seconds`), then the batchers drain their queues;
+    after SIGTERM serve() returns (the command exits 0), after SIGINT KeyboardInterrupt is raised.
     Each folder is checked first (check_models), then every model is loaded before the server
     listens: one that fails is an error now (ValueError naming it and why), not a model that never
     gets ready; with keep_going=True the failures are logged and the others served."""
@@ -26,8 +31,27 @@ def serve(models: dict, host: str = "127.0.0.1", port: int = 8000, graceful_seco
     check_models(models, app_options["device"], app_options.get("int8", False))
     app = create_app(models, **app_options)
     load_models(app.state.registry)
-    uvicorn.run(app, host=host, port=port, log_level="info",
-                timeout_graceful_shutdown=graceful_seconds, access_log=access_log)
+    with _sigterm_is_a_clean_exit():
+        uvicorn.run(app, host=host, port=port, log_level="info",
+                    timeout_graceful_shutdown=graceful_seconds, access_log=access_log)
+
+
+@contextlib.contextmanager
+def _sigterm_is_a_clean_exit():
+    """uvicorn, once it has shut down gracefully on a signal, raises that signal again under the
+    handler it found, so that the process ends as the signal's default would have it: a SIGTERM'd
+    server drained every request and then died of SIGTERM (exit status -15, "failed" to a process
+    manager). SIGTERM is how every process manager asks a server to stop, so here it finds a handler
+    that does nothing, and serve() returns: exit 0. Ctrl-C (SIGINT) still ends as an interrupt.
+    Signal handlers can only be set from the main thread; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def load_models(registry):
