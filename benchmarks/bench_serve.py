@@ -57,13 +57,19 @@ def start_server(max_batch_size: int, max_wait_ms: float, threads: int, max_queu
 
 
 async def request(reader, writer, body: bytes, path: str = "/v1/embed") -> tuple[int, bytes]:
-    """POST `body` (JSON) to `path` on a keep-alive connection: (status, answer body). Reads a
-    Content-Length body or a chunked one (peers differ)."""
+    """POST `body` (JSON) to `path` on a keep-alive connection: (status, answer body)."""
     writer.write(b"POST %s HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
                  b"Content-Length: %d\r\n\r\n%s" % (path.encode(), len(body), body))
     await writer.drain()
+    status, answer, _ = await read_answer(reader)
+    return status, answer
+
+
+async def read_answer(reader) -> tuple[int, bytes, bool]:
+    """(status, body, whether the server closes the connection) of one HTTP/1.1 answer. Reads a
+    Content-Length body or a chunked one (peers differ)."""
     status = int((await reader.readline()).split()[1])
-    length, chunked = 0, False
+    length, chunked, close = 0, False, False
     while (line := await reader.readline()) not in (b"\r\n", b""):
         name, _, value = line.partition(b":")
         name = name.strip().lower()
@@ -71,14 +77,16 @@ async def request(reader, writer, body: bytes, path: str = "/v1/embed") -> tuple
             length = int(value)
         elif name == b"transfer-encoding" and b"chunked" in value.lower():
             chunked = True
+        elif name == b"connection" and b"close" in value.lower():
+            close = True
     if not chunked:
-        return status, await reader.readexactly(length)
+        return status, await reader.readexactly(length), close
     parts = []
     while size := int((await reader.readline()).split(b";")[0], 16):
         parts.append(await reader.readexactly(size))
         await reader.readline()
     await reader.readline()  # the empty line after the last chunk
-    return status, b"".join(parts)
+    return status, b"".join(parts), close
 
 
 async def wait_ready(port: int, timeout: float = 120, path: str = "/readyz", process=None):
