@@ -119,6 +119,43 @@ def test_batches_fill_by_tokens_and_a_job_past_the_budget_runs_alone():
     assert seen == [["first"], ["a", "b"], ["c"], ["big"], ["d", "e", "f"], ["g"]]
 
 
+def test_one_request_past_max_batch_tokens_runs_in_forward_passes_within_it(loaded):
+    """--max-batch-tokens caps every forward pass, also of one request larger than it: the request
+    runs alone and its texts are split into passes (embed_ids), answering what each text alone gives."""
+    from bertlab.inference.embed import embed_texts
+    from bertlab.serve.inputs import embed_limit
+    model = loaded["mlm"]
+    budget = embed_limit(model)
+    texts = [" ".join(["good"] * n) for n in (5, 40, 12, 60, 3, 25, 33, 8)]
+    shapes = []
+    hook = model.encoder.register_forward_pre_hook(lambda module, args: shapes.append(tuple(args[0].shape)))
+    try:
+        with TestClient(create_app({"mlm": model}, max_batch_tokens=budget, max_wait_ms=0)) as c:
+            got = ok(ready(c).post("/v1/embeddings", json={"model": "mlm", "input": texts}))
+    finally:
+        hook.remove()
+    assert got["usage"]["prompt_tokens"] > budget and len(shapes) > 1
+    assert all(rows * width <= budget for rows, width in shapes), (budget, shapes)
+    alone = np.concatenate([embed_texts(model.encoder, model.tokenizer, [t], normalize=True) for t in texts])
+    np.testing.assert_allclose([d["embedding"] for d in got["data"]], alone, atol=1e-5)
+
+
+def test_max_batch_tokens_below_one_input_is_refused_at_start(loaded, capsys):
+    """One input is never split, so a budget smaller than the longest input the model reads could
+    not be kept: the model does not load (the command: exit 2 naming the flag), as TEI refuses to start."""
+    from bertlab.cli import main
+    from bertlab.serve.inputs import embed_limit
+    model = loaded["mlm"]
+    app = create_app({"mlm": model}, max_batch_tokens=embed_limit(model) - 1)
+    with TestClient(app) as c:
+        app.state.registry.wait(60)
+        assert c.get("/readyz").status_code == 503
+        assert f"--max-batch-tokens {embed_limit(model) - 1} is less than the {embed_limit(model)} tokens" in \
+            c.get("/readyz").json()["errors"]["mlm"]
+    assert main(["serve", "--model", "m=minilm", "--max-batch-tokens", "255"]) == 2
+    assert "--max-batch-tokens 255 is less than the 256 tokens one input" in capsys.readouterr().err
+
+
 def test_past_max_concurrent_requests_the_answer_is_429_at_once(loaded):
     app = create_app({"mlm": loaded["mlm"]}, max_batch_size=1, max_wait_ms=0, max_concurrent_requests=2)
     with TestClient(app) as c:

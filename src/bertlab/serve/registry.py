@@ -7,7 +7,8 @@ import time
 
 from ..interop.load import LoadedModel, load_model
 from .batching import Batcher
-from .tasks import model_tasks, run_batch
+from .inputs import embed_limit
+from .tasks import TOKEN_BUDGETED, model_tasks, run_batch
 
 log = logging.getLogger("bertlab.serve")
 
@@ -17,12 +18,23 @@ class ServedModel:
         self.name, self.loaded, self.source = name, loaded, source
         self.tasks = model_tasks(loaded)
         budget = batching.get("max_batch_tokens", 16384)
+        check_budget(loaded, self.tasks, budget)
         self.batcher = Batcher(lambda key, jobs: run_batch(loaded, key, jobs, budget), name=name, **batching)
         if metrics is not None:
             metrics.watch(name, self.batcher)
 
     def describe(self) -> dict:
         return {"name": self.name, "kind": self.loaded.kind, "tasks": self.tasks, "source": self.source}
+
+
+def check_budget(loaded, tasks: list[str], budget: int):
+    """An embedding model's forward passes keep to the token budget by splitting a batch (embed_ids),
+    but one input is never split: a budget below the longest input the model reads could not be kept.
+    Refused when the model loads, as TEI refuses max_batch_tokens below max_input_length."""
+    if any(task in TOKEN_BUDGETED for task in tasks) and budget < embed_limit(loaded):
+        raise ValueError(f"--max-batch-tokens {budget} is less than the {embed_limit(loaded)} tokens one input of "
+                         f"this model may hold, so a forward pass could not keep within it; give at least "
+                         f"{embed_limit(loaded)}")
 
 
 class Registry:
