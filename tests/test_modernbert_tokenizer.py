@@ -42,3 +42,43 @@ def test_roles_and_round_trip(pair, tmp_path):
     ours.save(tmp_path)
     again = TokenizerJson.from_file(tmp_path / "tokenizer.json")
     assert again.encode(HARD[0]) == ours.encode(HARD[0])
+
+
+def _trimmed(text, offsets):
+    """tokenizers' offsets without the whitespace at a token's sides (ours leave it out, as
+    RoBERTa's trim_offsets does), unless the token is whitespace alone."""
+    out = []
+    for s, e in offsets:
+        piece = text[s:e]
+        out.append((s, e) if not piece.strip() else
+                   (s + len(piece) - len(piece.lstrip()), e - len(piece) + len(piece.rstrip())))
+    return out
+
+
+@pytest.mark.parametrize("text", [t for t in HARD if t != "e\u0301 NFC"]
+                         + ["the copyright holder's name (c) 2024", "Ünïcödé\u0301 ok"])
+def test_offsets_are_tokenizers_offsets(pair, text):
+    """What fine-tuning (squad's answer spans) and extract-features --words read: the same ids as
+    encode, and each token's characters in the text as `tokenizers` finds them."""
+    ours, theirs = pair
+    ids, offsets = ours.tokenize_with_offsets(text)
+    encoding = theirs.encode(text, add_special_tokens=False)
+    assert ids == ours.encode(text) == encoding.ids
+    assert offsets == _trimmed(text, encoding.offsets)
+
+
+def test_offsets_on_real_text(pair):
+    ours, theirs = pair
+    lines = [line for line in local_text(400_000).splitlines()[-1000:] if line.strip()]
+    differ = [line for line in lines
+              if ours.tokenize_with_offsets(line)[1] != _trimmed(line, theirs.encode(line, add_special_tokens=False).offsets)]
+    assert not differ[:3]
+
+
+def test_a_composed_character_spans_the_characters_it_came_from(pair):
+    """NFC makes "e" + U+0301 one "é": our offsets give it both characters, so text cut by them keeps
+    the accent; `tokenizers` gives it the "e" alone, (0, 1)."""
+    ours, theirs = pair
+    ids, offsets = ours.tokenize_with_offsets("e\u0301 NFC")
+    assert ids == theirs.encode("e\u0301 NFC", add_special_tokens=False).ids
+    assert offsets[0] == (0, 2) and theirs.encode("e\u0301 NFC", add_special_tokens=False).offsets[0] == (0, 1)

@@ -87,18 +87,70 @@ class TokenizerJson:
     def encode(self, text: str) -> list[int]:
         """The ids of `text`, without the template's [CLS]/[SEP]."""
         ids = []
-        for piece, token in _split(text, self._raw):
+        for _, _, piece, token in _split(text, self._raw):
             if token is not None:
                 ids.append(token)
                 continue
-            for part, added in _split(self._normalize(piece), self._normalized):
+            for _, _, part, added in _split(self._normalize(piece), self._normalized):
                 ids += [added] if added is not None else self._pre_tokenized(part)
         return ids
 
+    # what the commands written for BERT's tokenizer call (fine-tuning's tasks, fill-mask)
+    def tokenize_ids(self, text: str) -> list[int]:
+        return self.encode(text)
+
+    def tokenize_ids_batch(self, texts, add_special_tokens: bool = True) -> list[list[int]]:
+        """The ids of every text, in the template ([CLS] ... [SEP]) when add_special_tokens."""
+        return [self.with_template(self.encode(t)) if add_special_tokens else self.encode(t) for t in texts]
+
+    def tokenize_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """The ids of `text` (no template) and each token's (start, end) in `text`, the space a
+        byte-level token carries before its word left out (as RoBERTa's trim_offsets does), so an
+        answer span or a word's text is the characters themselves."""
+        tokens = self.tokenize_with_words(text)
+        return [t[0] for t in tokens], [(t[2], t[3]) for t in tokens]
+
+    def tokenize_with_words(self, text: str) -> list[tuple[int, int, int, int]]:
+        """(token id, word number, start, end) of each token of `text`: the same ids as `encode`,
+        a word being one piece of the ByteLevel pre-tokenizer (or one added token), and
+        text[start:end] the characters the token came from, without the space before its word."""
+        out, words = [], 0
+        for start, end, piece, token in _split(text, self._raw):
+            if token is not None:
+                out.append((token, words, start, end))
+                words += 1
+                continue
+            normalized, where = _normalize_with_map(piece, self.normalizers)
+            for n_start, n_end, part, added in _split(normalized, self._normalized):
+                spans = [(added, 0, 0, n_end - n_start)] if added is not None else self._pre_tokenized_spans(part)
+                for token_id, word, s, e in spans:
+                    if e > s:
+                        s, e = _trim(text, start + where[n_start + s][0], start + where[n_start + e - 1][1])
+                    else:  # no characters of its own: the prefix space added before a word
+                        s = e = start + where[n_start + s][0]
+                    out.append((token_id, words + word, s, e))
+                words += 1 + max((w for _, w, _, _ in spans), default=-1)
+        return out
+
+    def _pre_tokenized_spans(self, text) -> list[tuple[int, int, int, int]]:
+        """(id, word, start, end) in `text` of `_pre_tokenized(text)`'s tokens: each token's bytes
+        counted back to the characters they encode."""
+        shift = 1 if self.prefix_space and text and not text.startswith(" ") else 0
+        text = " " * shift + text
+        out = []
+        for word, match in enumerate(PATTERN.finditer(text) if self.use_regex else [regex.match(r".*", text, regex.S)]):
+            piece = match.group()
+            char_of_byte = [i for i, c in enumerate(piece) for _ in c.encode("utf-8")]
+            byte = 0
+            for token_id in self._pre_tokenized_word(piece):
+                n = len(self.bpe.inverse[token_id])  # one byte symbol per byte
+                s, e = match.start() + char_of_byte[byte], match.start() + char_of_byte[byte + n - 1] + 1
+                out.append((token_id, word, max(s - shift, 0), max(e - shift, 0)))
+                byte += n
+        return out
+
     def _normalize(self, text):
-        for form in self.normalizers:
-            text = unicodedata.normalize(form, text)
-        return text
+        return _normalized(text, self.normalizers)
 
     def _pre_tokenized(self, text) -> list[int]:
         if not text:
@@ -107,12 +159,14 @@ class TokenizerJson:
             text = " " + text
         ids = []
         for word in PATTERN.findall(text) if self.use_regex else [text]:
-            symbols = "".join(self.bpe.byte_encoder[b] for b in word.encode("utf-8"))
-            if self.ignore_merges and symbols in self.bpe.vocab:
-                ids.append(self.bpe.vocab[symbols])
-            else:
-                ids += self.bpe._bpe(symbols)
+            ids += self._pre_tokenized_word(word)
         return ids
+
+    def _pre_tokenized_word(self, word) -> list[int]:
+        symbols = "".join(self.bpe.byte_encoder[b] for b in word.encode("utf-8"))
+        if self.ignore_merges and symbols in self.bpe.vocab:
+            return [self.bpe.vocab[symbols]]
+        return self.bpe._bpe(symbols)
 
     def with_template(self, ids: list[int]) -> list[int]:
         """[CLS] ids [SEP], or what the post-processor's single template says."""
@@ -120,9 +174,6 @@ class TokenizerJson:
         for item in self.template:
             out += ids if item is None else [item]
         return out
-
-    def tokenize_ids_batch(self, texts) -> list[list[int]]:
-        return [self.with_template(self.encode(t)) for t in texts]
 
     def convert_ids_to_tokens(self, ids) -> list[str]:
         return [self.bpe.inverse[int(i)] for i in ids]
@@ -197,15 +248,54 @@ def _added_pattern(tokens):
 
 
 def _split(text, pattern):
-    """(piece, None) for the text between added tokens and ("", id) for each added token."""
+    """(start, end, piece, None) for the text between added tokens and (start, end, "", id) for
+    each added token (start, end: where the token itself stands, without what lstrip/rstrip took)."""
     if pattern is None:
-        return [(text, None)] if text else []
+        return [(0, len(text), text, None)] if text else []
     out, start = [], 0
     for m in pattern.finditer(text):
         if m.start() > start:
-            out.append((text[start:m.start()], None))
-        out.append(("", int(m.lastgroup[1:])))
+            out.append((start, m.start(), text[start:m.start()], None))
+        out.append((m.start(m.lastgroup), m.end(m.lastgroup), "", int(m.lastgroup[1:])))
         start = m.end()
     if start < len(text):
-        out.append((text[start:], None))
+        out.append((start, len(text), text[start:], None))
     return out
+
+
+def _normalized(text, forms):
+    for form in forms:
+        text = unicodedata.normalize(form, text)
+    return text
+
+
+def _normalize_with_map(text, forms) -> tuple[str, list[tuple[int, int]]]:
+    """(text normalized by `forms`, for each of its characters the (start, end) in `text` it came
+    from). Normalization composes or decomposes a character with the marks after it, so each
+    starter and its combining marks are normalized as one group and map to the whole group; where
+    that would differ from normalizing the whole text (a rare composition across groups), every
+    character maps to the whole text."""
+    whole = _normalized(text, forms)
+    if whole == text:
+        return text, [(i, i + 1) for i in range(len(text))]
+    groups, where, out = [], [], []
+    for i, c in enumerate(text):
+        if groups and unicodedata.combining(c):
+            groups[-1][1] = i + 1
+        else:
+            groups.append([i, i + 1])
+    for start, end in groups:
+        part = _normalized(text[start:end], forms)
+        out.append(part)
+        where += [(start, end)] * len(part)
+    if "".join(out) != whole:
+        return whole, [(0, len(text))] * len(whole)
+    return whole, where
+
+
+def _trim(text, start, end) -> tuple[int, int]:
+    """(start, end) without the whitespace at either side, unless the token is whitespace alone."""
+    piece = text[start:end]
+    if not piece.strip():
+        return start, end
+    return start + len(piece) - len(piece.lstrip()), end - len(piece) + len(piece.rstrip())
