@@ -1,4 +1,8 @@
-"""The commands on a tiny ModernBERT folder: each runs end to end through `bertlab`'s main."""
+"""The commands on a tiny ModernBERT folder: each runs end to end through `bertlab`'s main (or the
+public Python API where the command prints what a test cannot compare), checked against
+transformers' ModernBERT on the same folder and `tokenizers` on its tokenizer.json."""
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -8,8 +12,20 @@ from bertlab.inference.embed import embed_texts
 from bertlab.interop.load import load_model
 from modernbert_fixtures import make_folder
 
-pytest.importorskip("transformers")
-pytest.importorskip("tokenizers")
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+# longer than the local window (6 tokens), so the local layers see part of the sentence only
+LONG = "the copyright holder may distribute the software under the license"
+PAIR = "free software ||| the quick brown fox jumps over the lazy dog"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
@@ -17,6 +33,22 @@ def folder(tmp_path_factory):
     path = tmp_path_factory.mktemp("mb") / "model"
     make_folder(path, "ModernBertForMaskedLM")
     return path
+
+
+def hf_model(path, head="ModernBertForMaskedLM"):
+    """transformers' class `head` read from `path`, with no missing or unexpected tensor (the bare
+    encoder of a head model's folder: none missing)."""
+    model, info = getattr(transformers, head).from_pretrained(path, output_loading_info=True,
+                                                              attn_implementation="eager")
+    assert not info["missing_keys"] and not info["mismatched_keys"]
+    assert not info["unexpected_keys"] or head == "ModernBertModel"
+    return model.eval()
+
+
+def hf_ids(path, text, pair=None) -> list[int]:
+    """The ids `tokenizers` gives (with the template's [CLS]/[SEP])."""
+    tok = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
+    return tok.encode(text, pair).ids
 
 
 def test_embed(folder, tmp_path):
@@ -38,3 +70,31 @@ def test_similar(folder, tmp_path, capsys):
     assert main(["similar", "--model", str(folder), "--device", "cpu", "--corpus", str(corpus), "-k", "1",
                  "the quick brown fox"]) == 0
     assert "the quick brown fox" in capsys.readouterr().out
+
+
+# ---- fill-mask ----------------------------------------------------------------------------------------
+def test_fill_mask_matches_hf_masked_lm(folder, capsys):
+    """ModernBERT's [MASK] takes the space before it (lstrip): the ids are tokenizers', and the top
+    tokens and probabilities HF's ModernBertForMaskedLM's."""
+    texts = ["the copyright [MASK] may distribute", "[MASK] software under the [MASK] license"]
+    assert main(["fill-mask", "--model", str(folder), "--device", "cpu", "--json", "--top-k", "3", *texts]) == 0
+    results = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    hf = hf_model(folder)
+    mask = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json")).token_to_id("[MASK]")
+    for text, result in zip(texts, results):
+        ids = hf_ids(folder, text)
+        with torch.no_grad():
+            probabilities = hf(torch.tensor([ids])).logits[0].softmax(-1)
+        positions = [i for i, t in enumerate(ids) if t == mask]
+        assert len(positions) == len(result["masks"]) == text.count("[MASK]")
+        for position, predictions in zip(positions, result["masks"]):
+            values, top = probabilities[position].topk(3)
+            assert [p["token_id"] for p in predictions] == top.tolist()
+            np.testing.assert_allclose([p["probability"] for p in predictions], values.numpy(), atol=1e-5)
+
+
+def test_fill_mask_without_the_head_is_a_clear_error(tmp_path, capsys):
+    make_folder(tmp_path / "bare", "ModernBertModel")
+    assert main(["fill-mask", "--model", str(tmp_path / "bare"), "--device", "cpu", "a [MASK] b"]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / "bare") in err and "ModernBertForMaskedLM" in err and "Traceback" not in err

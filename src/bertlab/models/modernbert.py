@@ -164,7 +164,11 @@ class ModernBertForMaskedLM(nn.Module):
         x = self.modernbert(input_ids, attention_mask, **kwargs).sequence_output
         if positions is not None:
             x = x.gather(1, positions[..., None].expand(-1, -1, x.size(-1)))
-        return F.linear(self.head(x), self.embedding_table, self.decoder_bias)
+        return self.mlm(x)
+
+    def mlm(self, sequence_output):
+        """Vocabulary logits of encoder outputs (..., hidden): the head, then the tied decoder."""
+        return F.linear(self.head(sequence_output), self.embedding_table, self.decoder_bias)
 
 
 def pool(config: ModernBertConfig, sequence_output, attention_mask=None):
