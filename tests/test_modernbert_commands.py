@@ -98,3 +98,54 @@ def test_fill_mask_without_the_head_is_a_clear_error(tmp_path, capsys):
     assert main(["fill-mask", "--model", str(tmp_path / "bare"), "--device", "cpu", "a [MASK] b"]) == 2
     err = capsys.readouterr().err
     assert str(tmp_path / "bare") in err and "ModernBertForMaskedLM" in err and "Traceback" not in err
+
+
+# ---- extract-features and attention ------------------------------------------------------------------
+def test_extract_features_are_hf_hidden_states(folder, tmp_path):
+    """Every chosen layer's vectors for a single line and a pair (padded together, packed away)
+    equal HF's output_hidden_states within 1e-5; the tokens are tokenizers'."""
+    lines = tmp_path / "lines.txt"
+    lines.write_text(f"{LONG}\n{PAIR}\n")
+    out = tmp_path / "f.npz"
+    layers = [-1, 0, 2]
+    assert main(["extract-features", "--model", str(folder), "--device", "cpu", "--quiet", str(lines), "-o", str(out),
+                 "--layers=" + ",".join(map(str, layers))]) == 0
+    saved = np.load(out)
+    hf = hf_model(folder, "ModernBertModel")
+    tok = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+    for i, (text, pair) in enumerate([(LONG, None), tuple(PAIR.split(" ||| "))]):
+        encoding = tok.encode(text, pair)
+        with torch.no_grad():
+            states = hf(torch.tensor([encoding.ids]), output_hidden_states=True).hidden_states
+        want = torch.stack([states[k + 1 if k >= 0 else k][0] for k in layers], 1).numpy()
+        rows = slice(saved["offsets"][i], saved["offsets"][i + 1])
+        assert list(saved["tokens"][rows]) == encoding.tokens
+        np.testing.assert_allclose(saved["values"][rows], want, atol=1e-5)
+
+
+def test_extract_features_words(folder, tmp_path):
+    lines = tmp_path / "lines.txt"
+    lines.write_text("the copyright holder's license\n")
+    out = tmp_path / "w.jsonl"
+    assert main(["extract-features", "--model", str(folder), "--device", "cpu", "--quiet", str(lines), "-o", str(out),
+                 "--words", "--layers=-1"]) == 0
+    words = [f["word"] for f in json.loads(out.read_text())["features"]]
+    assert words == ["[CLS]", "the", "copyright", "holder", "'s", "license", "[SEP]"]
+
+
+@pytest.mark.parametrize("layer", [0, 1])  # a global layer, then a local one (a window of 6 tokens)
+def test_attention_is_hf_eager_attention(folder, layer, capsys):
+    from bertlab import api
+    report = api.attention(str(folder), LONG, layer=layer, device="cpu")
+    ids = hf_ids(folder, LONG)
+    with torch.no_grad():
+        want = hf_model(folder, "ModernBertModel")(torch.tensor([ids]), output_attentions=True).attentions[layer][0]
+    assert report.weights.shape == want.shape == (4, len(ids), len(ids))
+    np.testing.assert_allclose(report.weights, want.numpy(), atol=1e-5)
+    far = np.abs(np.arange(len(ids))[:, None] - np.arange(len(ids))[None]) > 3
+    assert (report.weights[:, far] == 0).all() == (layer == 1)  # local layers see 3 tokens each side
+    assert main(["attention", "--model", str(folder), "--device", "cpu", LONG, "--layer", str(layer),
+                 "--print-top", "[CLS]", "--top-k", "2"]) == 0
+    top = want.mean(0)[0].topk(2).values.tolist()
+    printed = [float(line.split()[0]) for line in capsys.readouterr().out.splitlines()[1:]]
+    np.testing.assert_allclose(printed, top, atol=1e-4)

@@ -52,7 +52,7 @@ def attention_weights(model, tokenizer, text: str, layer: int):
     with torch.inference_mode():
         ids = torch.tensor([features.input_ids], device=device)
         types = torch.tensor([features.input_type_ids], device=device)
-        out = model(ids, types, output_attentions=True)
+        out = model(ids, token_type_ids=types, output_attentions=True)
         weights = out.attentions[layer_number(layer, len(out.attentions))][0].float().cpu().numpy()
     check_finite(weights, "head")
     return features.tokens, weights
@@ -175,7 +175,7 @@ def attention_map(model_dir: str, sentence: str = DEFAULT_SENTENCE, layer: int =
         if not output.endswith(".png"):
             raise ValueError(f"--output {output}: must end in .png")
         check_output_file(output, overwrite)
-    loaded = load_model_of(model_dir, ("bert", "finetuned"), "attention")
+    loaded = load_model_of(model_dir, ("bert", "finetuned", "modernbert"), "attention")
     model, tokenizer = loaded.encoder, loaded.tokenizer
     config = model.config
     layer = layer_number(layer, config.num_hidden_layers)

@@ -65,7 +65,10 @@ def hidden_state_indices(layers, num_layers: int) -> list[int]:
 def text_words(tokenizer, text: str) -> list[tuple[int, int, int, int]]:
     """(token id, word number, start, end) for each WordPiece token of `text`: words numbered as
     the basic tokenizer splits them (pieces of one word share a number), text[start:end] the
-    characters the token came from."""
+    characters the token came from. A byte-level BPE (ModernBERT's tokenizer.json) numbers the
+    words of its own pre-tokenizer (tokenization.tokenizer_json.TokenizerJson.tokenize_with_words)."""
+    if hasattr(tokenizer, "tokenize_with_words"):
+        return tokenizer.tokenize_with_words(text)
     basic, wordpiece = tokenizer.basic_tokenizer, tokenizer.wordpiece_tokenizer
     ids, offsets = tokenizer.tokenize_with_offsets(text)
     counts = [len(wordpiece.split_word(token) or [UNK])
@@ -109,7 +112,8 @@ def add_words(features: InputFeatures, texts_and_pieces) -> None:
         for _, n, start, end in pieces:
             spans[n] = (spans.get(n, (start, end))[0], end)
         number_to_index = {n: len(words) + k for k, n in enumerate(spans)}
-        words += [text[start:end] for start, end in spans.values()]
+        # strip: a byte-level word may start with a token of its space alone
+        words += [text[start:end].strip() for start, end in spans.values()]
         index += [number_to_index[n] for _, n, _, _ in pieces]
         words.append("[SEP]")
         index.append(len(words) - 1)
@@ -131,7 +135,8 @@ def extract(model, features, layers, batch_size=32, progress=False, pad_id=0) ->
     for batch in length_sorted_batches(lengths, batch_size, max_tokens=batch_size * max(lengths)):
         ids, mask = padded_tensors([features[i].input_ids for i in batch], pad_id)
         types, _ = padded_tensors([features[i].input_type_ids for i in batch])
-        out = model(ids.to(device), types.to(device), mask.to(device), output_hidden_states=True)
+        out = model(ids.to(device), token_type_ids=types.to(device), attention_mask=mask.to(device),
+                    output_hidden_states=True)
         chosen = torch.stack([out.hidden_states[k] for k in indices], dim=2).float().cpu().numpy()
         for row, i in enumerate(batch):
             result[i] = chosen[row, : lengths[i]]
@@ -223,7 +228,7 @@ def extract_features_file(model_dir: str, file: str, output: str, layers: list[i
     check_format(output)
     examples = read_examples(read_lines(file))
     check_output_file(output, overwrite)
-    loaded = load_model_of(model_dir, ("bert", "finetuned"), "extract-features")
+    loaded = load_model_of(model_dir, ("bert", "finetuned", "modernbert"), "extract-features")
     model, tokenizer = loaded.encoder, loaded.tokenizer
     config = model.config
     layers = layers or last_layers(config.num_hidden_layers)

@@ -99,11 +99,15 @@ class ModernBertModel(nn.Module):
             nn.init.zeros_(module.bias)
 
     def forward(self, input_ids, attention_mask=None, output_hidden_states=False, output_attentions=False,
-                unpadded: bool | None = None) -> BertOutput:
+                unpadded: bool | None = None, token_type_ids=None) -> BertOutput:
         """Every position's last-layer output (zeros at the padding when unpadded). `unpadded`
         packs the batch's real tokens into one sequence (core.unpadded_attention); None packs
         when there is padding to skip and the computation allows it (a CPU, no attention
-        pictures, not an export trace). The outputs at real positions are the same either way."""
+        pictures, not an export trace). The outputs at real positions are the same either way.
+        hidden_states are the embeddings' output and each layer's, the last one after the final
+        LayerNorm (so it is the sequence output, as BERT's is and transformers 5 gives it).
+        token_type_ids is accepted by name and ignored (ModernBERT has no segments), so code
+        written for BERT's encoder calls this one the same way."""
         batch = self.layout(input_ids, attention_mask, output_attentions, unpadded)
         x = batch.pack(self.embeddings(input_ids))
         hidden_states = [batch.unpack(x)] if output_hidden_states else None
@@ -114,7 +118,10 @@ class ModernBertModel(nn.Module):
                 hidden_states.append(batch.unpack(x))
             if output_attentions:
                 attentions.append(weights)
-        return BertOutput(batch.unpack(self.final_norm(x)), None, hidden_states, attentions)
+        sequence_output = batch.unpack(self.final_norm(x))
+        if output_hidden_states:
+            hidden_states[-1] = sequence_output
+        return BertOutput(sequence_output, None, hidden_states, attentions)
 
     def layout(self, input_ids, attention_mask, output_attentions, unpadded):
         if attention_mask is not None and attention_mask.dim() != 2:
