@@ -149,3 +149,106 @@ def test_attention_is_hf_eager_attention(folder, layer, capsys):
     top = want.mean(0)[0].topk(2).values.tolist()
     printed = [float(line.split()[0]) for line in capsys.readouterr().out.splitlines()[1:]]
     np.testing.assert_allclose(printed, top, atol=1e-4)
+
+
+# ---- finetune and predict ------------------------------------------------------------------------------
+ROWS = [("free software license", "the program is free", "yes"), ("the quick brown fox", "a lazy dog", "no"),
+        ("copyright holder", "the copyright of the holder", "yes"), ("version two", "jumps over the moon", "no"),
+        ("public license", "the public may copy it", "yes"), ("a brown dog", "nothing at all here", "no")]
+
+
+def finetune(folder, out, *args):
+    assert main(["finetune", "--model", str(folder), "--epochs", "2", "--batch-size", "4", "--lr", "1e-3",
+                 "--device", "cpu", "--quiet", "--seed", "0", "-o", str(out), *map(str, args)]) == 0
+    return out / "model"
+
+
+def reloads_as_modernbert(model_dir, head):
+    """The fine-tuned folder: load_model gives ModernBERT's task class, and HF reads it whole."""
+    loaded = load_model(model_dir)
+    assert loaded.kind == "finetuned" and type(loaded.model).__name__ == head
+    return loaded, hf_model(model_dir, head)
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+def test_finetune_classify_then_predict(folder, tmp_path, pairs):
+    table = tmp_path / "train.tsv"
+    header, rows = ("sentence\ttext_b\tlabel" if pairs else "sentence\tlabel"), [
+        "\t".join(r if pairs else (r[0], r[2])) for r in ROWS]
+    table.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    model_dir = finetune(folder, tmp_path / "run", "--task", "classify", "--train", table, "--dev", table,
+                         *(["--text-b", "text_b"] if pairs else []))
+    loaded, hf = reloads_as_modernbert(model_dir, "ModernBertForSequenceClassification")
+    out = tmp_path / "p.jsonl"
+    assert main(["predict", "--model", str(model_dir), str(table), "-o", str(out), "--quiet"]) == 0
+    predicted = [json.loads(line) for line in out.read_text().splitlines()]
+    for (a, b, _), p in zip(ROWS, predicted):
+        ids = hf_ids(folder, a, b if pairs else None)  # [CLS] a [SEP] b [SEP]: ModernBERT has no segments
+        with torch.no_grad():
+            probabilities = hf(torch.tensor([ids])).logits[0].softmax(-1)
+        assert p["label"] == hf.config.id2label[int(probabilities.argmax())]
+        assert abs(p["probability"] - float(probabilities.max())) < 1e-5
+    from bertlab.finetune.tasks import task_from_state
+    task = task_from_state(loaded)
+    features = task.featurize(task.read(table), loaded.tokenizer)
+    assert [f["input_ids"] for f in features] == [hf_ids(folder, a, b if pairs else None) for a, b, _ in ROWS]
+
+
+CONLL = ("The O\ncopyright O\nholder O\nFree B-ORG\nSoftware I-ORG\nFoundation I-ORG\nmay O\ncopy O\n\n"
+         "GNU B-MISC\nGeneral I-MISC\nPublic I-MISC\nLicense I-MISC\nversion O\n2 O\n\n"
+         "Richard B-PER\nStallman I-PER\nwrote O\nit O\n")
+
+
+def test_finetune_ner_then_predict(folder, tmp_path):
+    train = tmp_path / "train.txt"
+    train.write_text(CONLL, encoding="utf-8")
+    model_dir = finetune(folder, tmp_path / "run", "--task", "ner", "--train", train, "--dev", train,
+                         "--max-seq-length", "32")
+    loaded, hf = reloads_as_modernbert(model_dir, "ModernBertForTokenClassification")
+    out = tmp_path / "p.jsonl"
+    assert main(["predict", "--model", str(model_dir), str(train), "-o", str(out), "--quiet"]) == 0
+    predicted = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [p["words"] for p in predicted] == [s.split()[::2] for s in CONLL.strip().split("\n\n")]
+    # each tag is HF's argmax at the word's first piece, in a sentence that fits one window
+    from bertlab.finetune.tasks import task_from_state
+    task = task_from_state(loaded)
+    features = task.featurize(task.read(train), loaded.tokenizer)
+    last = [f for f in features if f["example_index"] == 2]
+    assert len(last) == 1
+    with torch.no_grad():
+        logits = hf(torch.tensor([last[0]["input_ids"]])).logits[0]
+    want = [task.labels[int(logits[i].argmax())] for i, word in enumerate(last[0]["token_to_word"]) if word >= 0]
+    assert predicted[2]["tags"] == want
+
+
+def test_finetune_squad_then_predict(folder, tmp_path):
+    context = "the copyright holder is the Free Software Foundation, which may publish revised versions"
+    qas = [{"id": str(i), "question": q, "answers": [{"text": a, "answer_start": context.index(a)}]}
+           for i, (q, a) in enumerate([("who holds the copyright?", "the Free Software Foundation"),
+                                       ("what may it publish?", "revised versions")])]
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps({"data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}))
+    model_dir = finetune(folder, tmp_path / "run", "--task", "squad", "--train", train, "--dev", train,
+                         "--max-seq-length", "40", "--doc-stride", "8")
+    loaded, hf = reloads_as_modernbert(model_dir, "ModernBertForQuestionAnswering")
+    from bertlab.finetune.tasks import task_from_state
+    task = task_from_state(loaded)
+    features = task.featurize(task.read(train), loaded.tokenizer)
+    assert len(features) > 2  # the context is read in windows
+    for f in features:
+        # [CLS] question [SEP] window [SEP], as tokenizers' pair template lays it out
+        n = f["token_type_ids"].index(1)
+        assert f["input_ids"][:n] == hf_ids(folder, qas[0]["question"] if f["example_index"] == 0
+                                            else qas[1]["question"])[:n]
+        if f["start_position"] > 0:  # the window holds the answer: its offsets cut out the answer's text
+            start, end = f["token_offsets"][f["start_position"]][0], f["token_offsets"][f["end_position"]][1]
+            assert context[start:end] == qas[f["example_index"]]["answers"][0]["text"]
+    with torch.no_grad():
+        want = hf(torch.tensor([features[0]["input_ids"]])).start_logits[0]
+        got = loaded.model(torch.tensor([features[0]["input_ids"]]))[0][0]
+    assert (got - want).abs().max() < 1e-5
+    out = tmp_path / "p.jsonl"
+    assert main(["predict", "--model", str(model_dir), str(train), "-o", str(out), "--quiet"]) == 0
+    for line in out.read_text().splitlines():
+        answer = json.loads(line)["answer"]
+        assert answer == answer.strip() and answer in context

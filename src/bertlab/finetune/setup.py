@@ -46,14 +46,17 @@ def load_base_model(task, name, init="pretrained", added_tokens=(), quiet=False,
     """(model, tokenizer): the task's model with the checkpoint's encoder (init="pretrained") or
     random weights of the same shape (init="random"); the task head is always new, drawn from
     `seed`. `added_tokens` become never-split special tokens with new embedding rows
-    (special_tokens.py)."""
+    (special_tokens.py). A ModernBERT folder gives the task's ModernBertFor* model (load_modernbert_base)."""
     import torch
 
     from ..interop.folder import read_state_dict
     from ..interop.hf_bert import init_from_state_dict
+    from ..interop.load import folder_kind
     from ..interop.pretrained import load_tokenizer, read_config, resolve
     from .special_tokens import grow_word_embeddings
     folder = resolve(name)
+    if folder_kind(folder)[0] == "modernbert":
+        return load_modernbert_base(task, folder, init, added_tokens, quiet, seed)
     config = read_config(folder)
     tokenizer = load_tokenizer(folder, config=config)
     added = tokenizer.add_special_tokens(added_tokens) if added_tokens else 0
@@ -67,6 +70,38 @@ def load_base_model(task, name, init="pretrained", added_tokens=(), quiet=False,
     if added_tokens and not quiet:
         write(f"special tokens {', '.join(added_tokens)}: {added} new, {config.vocab_size} -> "
               f"{config.vocab_size + added} embedding rows")
+    return model, tokenizer
+
+
+def load_modernbert_base(task, folder, init="pretrained", added_tokens=(), quiet=False, seed=0):
+    """load_base_model for a ModernBERT folder: the task's ModernBertFor* model (its encoder, and a
+    masked-LM folder's prediction head, from the checkpoint, as HF's from_pretrained takes them)
+    and tokenizer.json's tokenizer. A task without a ModernBERT head, or added special tokens,
+    is an error naming the folder."""
+    import torch
+
+    from ..interop.folder import read_state_dict
+    from ..interop.hf_modernbert import load_modernbert_tokenizer, load_state, read_modernbert_config
+    from ..models.modernbert import modernbert_task_class
+    try:
+        modernbert_task_class(task.name)
+    except ValueError as e:
+        raise ValueError(f"{folder}: a ModernBERT model, and {e}") from None
+    config, _ = read_modernbert_config(folder)
+    if added_tokens:
+        raise ValueError(f"{folder}: a ModernBERT model; special tokens ({', '.join(added_tokens)}) are not added to "
+                         "its tokenizer.json by bertlab yet")
+    tokenizer = load_modernbert_tokenizer(folder, config)
+    if tokenizer is None:
+        raise FileNotFoundError(f"{folder}: no tokenizer.json (a ModernBERT folder holds its tokenizer there)")
+    torch.manual_seed(seed)  # the new head's weights: the same for the same --seed
+    model = task.build_model(config, init_weights=True)
+    if init == "pretrained":
+        report = load_state(model, read_state_dict(folder), folder)
+        if report.mismatched:
+            raise ValueError(f"{folder}: does not fit {type(model).__name__}:\n  " + "\n  ".join(report.misfits()))
+        if not quiet:
+            write(f"{folder}: initialized {len(report.initialized)} tensors; new: {', '.join(report.new) or 'none'}")
     return model, tokenizer
 
 

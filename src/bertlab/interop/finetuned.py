@@ -32,14 +32,17 @@ def write_finetuned(folder, model, tokenizer, task_state: dict):
     """The files of save_finetuned written into `folder` itself, each atomically but with no swap of
     the folder: for a folder the caller has claimed (`bertlab convert --task`), whose siblings
     (FOLDER.tmp, .new, .old) are the user's, not ours to remove."""
+    from ..models.modernbert_config import ModernBertConfig
     from .hf_bert import save_pretrained
+    from .hf_modernbert import save_modernbert
     extra, labels = {}, task_state.get("labels")
     if labels:
         extra["id2label"] = {str(i): str(label) for i, label in enumerate(labels)}
         extra["label2id"] = {str(label): i for i, label in enumerate(labels)}
     elif getattr(model, "num_labels", None) == 1:
         extra["problem_type"] = "regression"
-    save_pretrained(model, folder, tokenizer, extra_config=extra)
+    save = save_modernbert if isinstance(model.config, ModernBertConfig) else save_pretrained
+    save(model, folder, tokenizer, extra_config=extra)
     atomic_write_text(os.path.join(folder, "task.json"), json.dumps(task_state, indent=2) + "\n")
 
 
@@ -94,6 +97,10 @@ def load_finetuned(folder, device="cpu"):
     state = read_json(path)
     if not isinstance(state, dict) or not isinstance(state.get("task"), str):
         raise ValueError(f"{path}: no \"task\" name; not a task.json written by `bertlab finetune`")
+    config_path = os.path.join(folder, "config.json")
+    raw = read_json(config_path) if os.path.exists(config_path) else None
+    if isinstance(raw, dict) and raw.get("model_type") == "modernbert":
+        return _load_modernbert_finetuned(folder, state, device)
     config = read_config(folder)
     tokenizer = load_tokenizer(folder, config=config)
     # the head is sized by task.json's labels (weights that do not fit them are refused below), or
@@ -102,3 +109,20 @@ def load_finetuned(folder, device="cpu"):
     model = task_model(state["task"], config, len(labels), init_weights=False)
     load_state_dict_strict(model, read_state_dict(folder), folder)
     return LoadedModel("finetuned", model.eval().to(device), tokenizer, {"task_state": state})
+
+
+def _load_modernbert_finetuned(folder, state: dict, device):
+    """load_finetuned for a ModernBERT folder: the task's ModernBertFor* class, read strictly by
+    hf_modernbert (its head sized by config.json's id2label, which save_finetuned wrote from
+    task.json's labels)."""
+    from ..models.modernbert import modernbert_task_class
+    from .folder import LoadedModel
+    from .hf_modernbert import load_modernbert
+    try:
+        model_class = modernbert_task_class(state["task"])
+    except ValueError as e:
+        raise ValueError(f"{os.path.join(folder, 'task.json')}: {e}") from None
+    loaded = load_modernbert(folder, model_class)
+    if loaded.tokenizer is None:
+        raise FileNotFoundError(f"{folder}: no tokenizer.json (a ModernBERT folder holds its tokenizer there)")
+    return LoadedModel("finetuned", loaded.model.to(device), loaded.tokenizer, {"task_state": state, **loaded.extra})

@@ -1,6 +1,6 @@
 """ModernBERT checkpoints in HF's layout: config.json (model_type "modernbert"), model.safetensors
-and tokenizer.json, for ModernBertModel, ModernBertForMaskedLM, ModernBertForSequenceClassification
-and ModernBertForTokenClassification.
+and tokenizer.json, for ModernBertModel, ModernBertForMaskedLM, ModernBertForSequenceClassification,
+ModernBertForTokenClassification and ModernBertForQuestionAnswering.
 
 Our names follow the notes (`attention.qkv`, `feed_forward.intermediate`), HF's answerdotai's
 (`attn.Wqkv`, `mlp.Wi`); one table maps between them, both ways. HF keeps the encoder of a head
@@ -8,8 +8,9 @@ model under `model.`, ours under `modernbert.`; a bare ModernBertModel has no pr
 """
 import os
 
-from ..models.modernbert import (ModernBertForMaskedLM, ModernBertForSequenceClassification,
-                                 ModernBertForTokenClassification, ModernBertModel)
+from ..models.modernbert import (ModernBertForMaskedLM, ModernBertForQuestionAnswering,
+                                 ModernBertForSequenceClassification, ModernBertForTokenClassification,
+                                 ModernBertModel)
 from ..models.modernbert_config import ModernBertConfig
 from .folder import LoadedModel, LoadReport, copy_matching, read_state_dict, write_hf_folder
 from .hf_bert import _rename
@@ -30,7 +31,8 @@ NAME_TABLE = [
 # The decoder is the word embedding table: HF re-ties it on load, safetensors stores it once.
 TIED = {"embedding_table": "modernbert.embeddings.word_embeddings.weight"}
 ARCHITECTURES = {cls.__name__: cls for cls in (ModernBertModel, ModernBertForMaskedLM,
-                                               ModernBertForSequenceClassification, ModernBertForTokenClassification)}
+                                               ModernBertForSequenceClassification, ModernBertForTokenClassification,
+                                               ModernBertForQuestionAnswering)}
 WITH_LABELS = (ModernBertForSequenceClassification, ModernBertForTokenClassification)
 
 
@@ -115,10 +117,7 @@ def load_modernbert(folder, model_class: type | None = None, strict: bool = True
     """The LoadedModel (kind "modernbert", extra "report") of a ModernBERT folder, as the class its
     config.json names (or `model_class`); with `strict`, a tensor the model lacks or leaves unused
     is an error naming it. The tokenizer is tokenizer.json's (None when the folder has none)."""
-    from ..io import read_json
-    raw = read_json(os.path.join(folder, "config.json"))
-    config = ModernBertConfig.from_dict(raw)
-    config.check_size()
+    config, raw = read_modernbert_config(folder)
     model_class = model_class or modernbert_architecture(folder, raw)
     if model_class in WITH_LABELS:
         model = model_class(config, num_labels=len(raw.get("id2label") or {0: 0, 1: 1}), init_weights=False)
@@ -129,6 +128,15 @@ def load_modernbert(folder, model_class: type | None = None, strict: bool = True
     if strict and problems:
         raise ValueError(f"{folder}: does not fit {model_class.__name__}:\n  " + "\n  ".join(problems))
     return LoadedModel("modernbert", model.eval(), load_modernbert_tokenizer(folder, config), {"report": report})
+
+
+def read_modernbert_config(folder) -> tuple[ModernBertConfig, dict]:
+    """(the config, config.json as read) of a ModernBERT folder, checked."""
+    from ..io import read_json
+    raw = read_json(os.path.join(folder, "config.json"))
+    config = ModernBertConfig.from_dict(raw)
+    config.check_size()
+    return config, raw
 
 
 def load_modernbert_tokenizer(folder, config: ModernBertConfig):

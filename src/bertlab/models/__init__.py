@@ -13,8 +13,8 @@ _EXPORTS = {
     ".electra": ["Electra", "ElectraForMaskedLM", "ElectraForPreTraining"],
     ".gpt": ["GPT"],
     ".gpt_config": ["GPTConfig"],
-    ".modernbert": ["ModernBertForMaskedLM", "ModernBertForSequenceClassification", "ModernBertForTokenClassification",
-                    "ModernBertModel"],
+    ".modernbert": ["ModernBertForMaskedLM", "ModernBertForQuestionAnswering", "ModernBertForSequenceClassification",
+                    "ModernBertForTokenClassification", "ModernBertModel"],
     ".modernbert_config": ["ModernBertConfig"],
 }
 _MODULE = {name: module for module, names in _EXPORTS.items() for name in names}

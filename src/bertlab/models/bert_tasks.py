@@ -125,7 +125,12 @@ TASK_HEADS = {"ner": BertForTokenClassification, "squad": BertForQuestionAnsweri
 
 def task_model(task: str, config: BertConfig, num_labels: int, init_weights: bool = True) -> nn.Module:
     """The BertFor* model fine-tuning task `task` trains; `num_labels` sizes a labelled head (it is
-    ignored by question answering and multiple choice, whose heads have a fixed size)."""
+    ignored by question answering and multiple choice, whose heads have a fixed size). A
+    ModernBertConfig gives the ModernBertFor* model of the task (modernbert.modernbert_task_model)."""
+    from .modernbert_config import ModernBertConfig
+    if isinstance(config, ModernBertConfig):
+        from .modernbert import modernbert_task_model
+        return modernbert_task_model(task, config, num_labels, init_weights)
     head = TASK_HEADS.get(str(task).lower(), BertForSequenceClassification)
     if head in (BertForQuestionAnswering, BertForMultipleChoice):
         return head(config, init_weights)

@@ -213,7 +213,52 @@ class ModernBertForSequenceClassification(_ModernBertWithClassifier):
 
 
 class ModernBertForTokenClassification(_ModernBertWithClassifier):
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
-        """(batch, len, num_labels) logits (token_type_ids ignored, as above)."""
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, selected=None):
+        """(batch, len, num_labels) logits (token_type_ids ignored, as above); with `selected`
+        (batch, len) bool, the (n, num_labels) logits where it is True alone, in row-major order
+        (fine-tuning scores the labelled pieces only, as BertForTokenClassification does)."""
         x = self.modernbert(input_ids, attention_mask).sequence_output
+        if selected is not None:
+            x = x[selected]
         return self.classifier(self.dropout(self.head(x)))
+
+
+class ModernBertForQuestionAnswering(_ModernBertWithClassifier):
+    """Every token's vector -> head -> dropout -> linear -> (start, end) logits, each (batch, len),
+    as HF's ModernBertForQuestionAnswering; padding is no candidate boundary (its logits are the
+    dtype's lowest, as in BertForQuestionAnswering)."""
+
+    def __init__(self, config: ModernBertConfig, num_labels: int = 2, init_weights: bool = True):
+        if num_labels != 2:
+            raise ValueError(f"a question-answering head has 2 outputs (start, end), not {num_labels}")
+        super().__init__(config, 2, init_weights)
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
+        x = self.modernbert(input_ids, attention_mask).sequence_output
+        logits = self.classifier(self.dropout(self.head(x)))
+        if attention_mask is not None:
+            logits = logits.masked_fill(~attention_mask.bool()[..., None], torch.finfo(logits.dtype).min)
+        start, end = logits.unbind(-1)
+        return start, end
+
+
+# The head each fine-tuning task trains on ModernBERT (finetune/), as models.bert_tasks.TASK_HEADS
+# for BERT: every other task name is sequence classification, those in NO_HEAD have none yet.
+TASK_HEADS = {"ner": ModernBertForTokenClassification, "squad": ModernBertForQuestionAnswering}
+NO_HEAD = ("multiple_choice", "swag", "relation")
+
+
+def modernbert_task_class(task: str) -> type:
+    name = str(task).lower()
+    if name in NO_HEAD:
+        raise ValueError(f"task {name!r} has no ModernBERT head in bertlab yet; fine-tuning takes ModernBERT for "
+                         "classify, regression, the GLUE tasks, ner and squad")
+    return TASK_HEADS.get(name, ModernBertForSequenceClassification)
+
+
+def modernbert_task_model(task: str, config: ModernBertConfig, num_labels: int, init_weights: bool = True):
+    """The ModernBertFor* model fine-tuning task `task` trains (num_labels ignored by squad's)."""
+    model_class = modernbert_task_class(task)
+    if model_class is ModernBertForQuestionAnswering:
+        return model_class(config, init_weights=init_weights)
+    return model_class(config, num_labels, init_weights)
