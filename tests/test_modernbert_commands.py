@@ -2,6 +2,7 @@
 public Python API where the command prints what a test cannot compare), checked against
 transformers' ModernBERT on the same folder and `tokenizers` on its tokenizer.json."""
 import json
+import time
 
 import numpy as np
 import pytest
@@ -252,3 +253,71 @@ def test_finetune_squad_then_predict(folder, tmp_path):
     for line in out.read_text().splitlines():
         answer = json.loads(line)["answer"]
         assert answer == answer.strip() and answer in context
+
+
+# ---- int8, serve -------------------------------------------------------------------------------------------
+def test_embed_int8(folder, tmp_path, capsys):
+    """--int8 swaps ModernBERT's linear layers (qkv, GeGLU, output) for dynamic int8 ones too: the
+    vectors are the library's int8 model's, close to fp32's."""
+    from bertlab.inference.int8 import quantize_int8
+    texts = tmp_path / "in.txt"
+    texts.write_text(f"{LONG}\nthe quick brown fox\n")
+    out = tmp_path / "out.npy"
+    assert main(["embed", "--model", str(folder), "--device", "cpu", "--quiet", "--int8", str(texts), "-o",
+                 str(out)]) == 0
+    got, loaded = np.load(out), load_model(folder)
+    with torch.no_grad():
+        fp32 = embed_texts(loaded.encoder, loaded.tokenizer, [LONG, "the quick brown fox"])
+        int8 = embed_texts(quantize_int8(loaded.encoder), loaded.tokenizer, [LONG, "the quick brown fox"])
+    np.testing.assert_allclose(got, int8, atol=1e-5)
+    cosine = (got * fp32).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(fp32, axis=1)
+    assert cosine.min() > 0.95 and np.abs(got - fp32).max() > 1e-6
+
+
+def ready(client, timeout=60):
+    deadline = time.monotonic() + timeout
+    while client.get("/readyz").status_code != 200:
+        assert time.monotonic() < deadline, client.get("/readyz").json()
+        time.sleep(0.02)
+    return client
+
+
+@pytest.mark.parametrize("int8", [False, True])
+def test_serve_embed_fill_mask_and_attention(folder, int8):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from bertlab.inference.fill_mask import fill_mask
+    from bertlab.inference.int8 import quantize_int8
+    from bertlab.serve import create_app
+    loaded = load_model(folder)
+    if int8:
+        quantize_int8(loaded.model)
+    with TestClient(create_app({"mb": str(folder)}, int8=int8)) as client:
+        served = ready(client).get("/v1/models").json()["models"][0]
+        assert served["kind"] == "modernbert" and set(served["tasks"]) == {"embed", "similar", "attention", "fill-mask"}
+        embedded = client.post("/v1/embed", json={"model": "mb", "texts": [LONG]})
+        filled = client.post("/v1/fill-mask", json={"model": "mb", "texts": ["the copyright [MASK] may"]})
+        attention = client.post("/v1/attention", json={"model": "mb", "text": LONG, "layer": 1})
+    assert embedded.status_code == filled.status_code == attention.status_code == 200, (embedded.text, filled.text)
+    with torch.no_grad():
+        want = embed_texts(loaded.encoder, loaded.tokenizer, [LONG])
+        masks = fill_mask(loaded.model, loaded.tokenizer, ["the copyright [MASK] may"], top_k=5)
+    np.testing.assert_allclose(embedded.json()["embeddings"], want, atol=1e-5)
+    assert [p["token_id"] for p in filled.json()["results"][0][0]] == [p.token_id for p in masks[0][0]]
+    assert attention.json()["tokens"] == tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json")).encode(
+        LONG).tokens
+
+
+def test_serve_a_finetuned_modernbert(folder, tmp_path):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from bertlab.serve import create_app
+    table = tmp_path / "train.tsv"
+    table.write_text("sentence\tlabel\n" + "".join(f"{a}\t{label}\n" for a, _, label in ROWS), encoding="utf-8")
+    model_dir = finetune(folder, tmp_path / "run", "--task", "classify", "--train", table, "--epochs", "1")
+    with TestClient(create_app({"cls": str(model_dir)})) as client:
+        answer = ready(client).post("/v1/classify", json={"model": "cls", "texts": [ROWS[0][0]]})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["predictions"][0]["label"] in ("yes", "no")

@@ -13,7 +13,7 @@ from ..inference.embed import embed_ids, top_k
 from ..inference.fill_mask import fill_mask
 from ..inference.generate import TextStream, generate
 from ..inference.translate import translate_ids
-from ..models import BertForPreTraining
+from ..models import BertForPreTraining, ModernBertForMaskedLM
 from .batching import Cancelled
 
 TASK_FAMILIES = {"classify": "classify", "regression": "classify", "ner": "ner", "squad": "qa"}
@@ -27,8 +27,9 @@ def model_tasks(loaded) -> list[str]:
         if family is None and hasattr(task, "format"):  # a GLUE task: classification
             family = "classify"
         return ([family] if family else []) + ["attention"]
-    if loaded.kind == "bert":
-        return ["embed", "similar", "attention"] + (["fill-mask"] if isinstance(loaded.model, BertForPreTraining) else [])
+    if loaded.kind in ("bert", "modernbert"):
+        has_head = isinstance(loaded.model, (BertForPreTraining, ModernBertForMaskedLM))
+        return ["embed", "similar", "attention"] + (["fill-mask"] if has_head else [])
     return {"gpt": ["generate"], "translation": ["translate"]}.get(loaded.kind, [])
 
 
