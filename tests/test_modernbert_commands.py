@@ -321,3 +321,21 @@ def test_serve_a_finetuned_modernbert(folder, tmp_path):
         answer = ready(client).post("/v1/classify", json={"model": "cls", "texts": [ROWS[0][0]]})
     assert answer.status_code == 200, answer.text
     assert answer.json()["predictions"][0]["label"] in ("yes", "no")
+
+
+# ---- what does not take ModernBERT yet says so -----------------------------------------------------------
+def test_commands_without_modernbert_refuse_it_by_name(folder, tmp_path, capsys):
+    from test_relation import synthetic_semeval
+    text = tmp_path / "text.txt"
+    text.write_text("free software\n" * 20)
+    relations = tmp_path / "relations.txt"
+    relations.write_text(synthetic_semeval(4), encoding="utf-8")
+    runs = {"export": ["export", str(folder), "--onnx", str(tmp_path / "onnx")],
+            "distill": ["distill", "--teacher", str(folder), "--student-layers", "1", "--data", str(text),
+                        "-o", str(tmp_path / "d")],
+            "finetune": ["finetune", "--task", "relation", "--model", str(folder), "--train", str(relations),
+                         "-o", str(tmp_path / "r")]}
+    for command, argv in runs.items():
+        assert main(argv) == 2, command
+        err = capsys.readouterr().err
+        assert str(folder) in err and "ModernBERT" in err and "Traceback" not in err, (command, err)

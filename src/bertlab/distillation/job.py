@@ -47,6 +47,9 @@ def task_distillation(teacher, student_layers, student, train, dev, test, alphas
     from ..training.engine import fit
     from .objective import HEADS, TaskDistillation, TaskDistillSettings
     folder = resolve(readable_folder(teacher))
+    refuse_modernbert(folder, "--teacher")
+    if student is not None:
+        refuse_modernbert(resolve(student), "--student")
     if not os.path.exists(os.path.join(folder, "task.json")):
         raise ValueError(f"--teacher {teacher}: no task.json, so not a task folder `bertlab finetune` wrote; task "
                          "distillation (--train) needs a fine-tuned teacher (its OUT/model); a pretrained BERT "
@@ -83,6 +86,17 @@ def check_same_width(teacher, student, alpha_cos, student_name):
     if alpha_cos and a != b:
         raise ValueError(f"--student {student_name}: hidden size {b}, the teacher's is {a}; the cosine between "
                          "their hidden states needs equal sizes (use --alpha-cos 0)")
+
+
+def refuse_modernbert(folder, flag):
+    """A ModernBERT teacher or student (pretrained or fine-tuned) is refused before any work, naming
+    the folder: distillation reads BERT's layers and hidden states and does not take ModernBERT yet."""
+    from ..io import read_json
+    path = os.path.join(folder, "config.json")
+    config = read_json(path) if os.path.isfile(path) else None
+    if isinstance(config, dict) and config.get("model_type") == "modernbert":
+        raise ValueError(f"{flag} {folder}: a ModernBERT model; bertlab distill does not take ModernBERT yet "
+                         "(as teacher or student)")
 
 
 # ---- general distillation ---------------------------------------------------------------------------
@@ -123,6 +137,9 @@ def general_distillation(teacher, student_layers, student, data, eval_data, max_
     from ..training.engine import fit
     from .objective import GeneralDistillation, GeneralDistillSettings
     folder = resolve(teacher)
+    refuse_modernbert(folder, "--teacher")
+    if student is not None:
+        refuse_modernbert(resolve(student), "--student")
     if os.path.exists(os.path.join(folder, "task.json")):
         raise ValueError(f"--teacher {teacher}: a fine-tuned task folder; general distillation (--data) needs a "
                          "pretrained BERT folder, task distillation --train")

@@ -44,6 +44,10 @@ def graphs_of(loaded) -> dict:
     from torch.export import Dim
     D = Dim.DYNAMIC
     model = loaded.model.eval()
+    from ..models.modernbert_config import ModernBertConfig
+    if isinstance(getattr(model, "config", None), ModernBertConfig):
+        raise ValueError(f"{loaded.folder or 'the model given'}: a ModernBERT model ({type(model).__name__}); "
+                         "export does not take ModernBERT yet")
     if loaded.kind in ("bert", "finetuned"):
         return {"model.onnx": _bert_graph(model, loaded.kind, D)}
     if loaded.kind == "gpt":

@@ -50,12 +50,17 @@ def read_config(folder) -> BertConfig:
 
 
 def _check_bert_model_type(path):
-    """An ALBERT config (shared layers, an E-wide embedding) would read as a BERT with missing
-    tensors: an error naming what the folder holds instead."""
-    if os.path.basename(path) == "config.json" and read_json(path).get("model_type") == "albert":
+    """An ALBERT config (shared layers, an E-wide embedding) or a ModernBERT one (rotary positions,
+    GeGLU) would read as a BERT with missing tensors: an error naming what the folder holds instead."""
+    model_type = read_json(path).get("model_type") if os.path.basename(path) == "config.json" else None
+    if model_type == "albert":
         raise ValueError(f"{path}: an ALBERT model (model_type \"albert\"), and this reads BERT folders only; "
                          "ALBERT folders load with bertlab.interop.load.load_model and train on with "
                          "`bertlab pretrain --init-from` (fine-tuning, embedding and fill-mask take BERT)")
+    if model_type == "modernbert":
+        raise ValueError(f"{path}: a ModernBERT model (model_type \"modernbert\"), and this command does not take "
+                         "ModernBERT yet (it reads BERT folders only); docs/models/modernbert.md lists the commands "
+                         "that do")
 
 
 def max_seq_length(folder, config: BertConfig) -> int:
