@@ -2,6 +2,7 @@
 `add_parser(subparsers)` and `run(args)`; a module imports torch and the models inside `run`, so
 `--help`, `--version` and the commands that need no model start at once."""
 import argparse
+import os
 import re
 import shutil
 import sys
@@ -112,6 +113,11 @@ def main(argv=None) -> int:
         return 0
     except Exception as e:
         message = input_error(e)
+        if message is None and peer_lost(e):
+            print(f"bertlab {args.command}: stopped: another process of this torchrun run stopped first ({e}); "
+                  "its own output says why. Under torchrun --max-restarts the agent restarts every process and "
+                  "the run continues from its last checkpoint", file=sys.stderr)
+            return 1
         if message is None:  # not bad input but a bug: show where, and ask for a report
             traceback.print_exc()
             print(f"bertlab {args.command}: internal error ({type(e).__name__}); this is a bug in bertlab, "
@@ -119,6 +125,17 @@ def main(argv=None) -> int:
             return 1
         print(f"bertlab {args.command}: error: {message}", file=sys.stderr)
         return 2
+
+
+_PEER_LOST = re.compile(r"Connection reset by peer|Connection closed by peer|Broken pipe|connectFullMesh failed")
+
+
+def peer_lost(e: Exception) -> bool:
+    """Whether `e` is a collective failing because another process of a torchrun run went away (gloo
+    or NCCL's error for a closed connection), rather than a bug in this one."""
+    import torch.distributed as dist
+    return isinstance(e, (RuntimeError, dist.DistError)) and os.environ.get("WORLD_SIZE", "1") != "1" \
+        and bool(_PEER_LOST.search(str(e)))
 
 
 def input_error(e: Exception) -> str | None:

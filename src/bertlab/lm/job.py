@@ -23,7 +23,7 @@ def gpt_train_job(files, out, *, tokenizer="bpe", vocab_size=8000, val_fraction=
     is replaced only with `overwrite`, continued only with `resume` (with the same files and
     tokenizer settings). Returns the summary (also OUT/summary.json); objective.report words it."""
     data = (tokenizer, vocab_size, val_fraction)
-    claim_run(out, files, resume, overwrite, gpt_data_settings(*data), GPT_OUTPUTS, "gpt-train")
+    resume = claim_run(out, files, resume, overwrite, gpt_data_settings(*data), GPT_OUTPUTS, "gpt-train")
     make_folder(out)
     tokenizer, data_dir = main_process_first(device, lambda reuse: prepare_gpt_data(files, out, *data, reuse=reuse), resume)
     eos = getattr(tokenizer, "eos_token_id", None)

@@ -73,7 +73,7 @@ def pretrain_job(data, out, *, preset=None, config=None, init_from=None, resume=
     if objective != "electra" and (embedding_size, generator_size, disc_weight) != (None, None, None):
         raise ValueError("embedding size, generator size and discriminator weight are ELECTRA's settings: "
                          "give them with objective electra")
-    check_resume(out, resume, overwrite, outputs=("generator",), command="pretrain")
+    resume = check_resume(out, resume, overwrite, outputs=("generator",), command="pretrain")
     model = pretraining_config(data, preset, config, init_from, position_embedding_type)
     common = dict(data=data, out=out, init_from=resolve(init_from) if init_from else None, resume=resume, **settings)
     if objective == "bert":

@@ -14,6 +14,7 @@ import torch
 
 from ..io import (atomic_write, check_output_folder_path, check_types, claim_output_folder, json_type, output_entries,
                   read_torch_file, remove_stale_temp_files)
+from . import elastic
 from .distributed import is_main_process
 
 
@@ -68,16 +69,26 @@ CHECKPOINT_ENTRIES = {"model": dict, "optimizer": dict, "scheduler": dict, "step
 RUN_OUTPUTS = ("checkpoint.pt", "model", "summary.json", "metrics.jsonl", "curves.png")
 
 
-def check_resume(out, resume: bool, overwrite: bool, outputs=(), command: str = "", remove: bool = False):
+def check_resume(out, resume: bool, overwrite: bool, outputs=(), command: str = "", remove: bool = False) -> bool:
     """The CLI rule for a run folder: --resume needs OUT/checkpoint.pt; a folder that has one is
     neither started over silently nor resumed without being asked (--resume or --overwrite); a
     folder holding a finished run (anything a run writes: RUN_OUTPUTS and the command's `outputs`,
     not only a checkpoint, which a finished run deletes) is replaced only with --overwrite, and only
     in a folder bertlab made (io.claim_output_folder, which also refuses a link and marks a new
     folder). `remove`: delete the earlier run's files now (else the new run replaces them as it
-    writes). Removes the temporary files of an interrupted write (bertlab's own, of ended processes)."""
+    writes). Removes the temporary files of an interrupted write (bertlab's own, of ended processes).
+
+    A worker that torchrun's agent restarted, in a folder its launch claimed (training/elastic.py),
+    continues from the checkpoint, or starts again where none was written yet, unasked. Returns
+    whether the run resumes."""
     check_output_folder_path(out)
     has_checkpoint = os.path.exists(os.path.join(out, "checkpoint.pt"))
+    if elastic.claimed_by_this_launch(out):
+        resume, overwrite = has_checkpoint, True
+        if is_main_process():
+            print(f"{out}: restart {elastic.restart_count()} by torchrun's agent: "
+                  + ("resuming from checkpoint.pt" if has_checkpoint else "starting again (no checkpoint was written)"),
+                  file=sys.stderr)
     if resume and not has_checkpoint:
         raise FileNotFoundError(f"{out}: no checkpoint.pt to --resume from")
     if has_checkpoint and not (resume or overwrite):
@@ -88,11 +99,13 @@ def check_resume(out, resume: bool, overwrite: bool, outputs=(), command: str = 
         found = output_entries(out, names)
         claim_output_folder(out, names, overwrite, what=f"an earlier run ({', '.join(found)})",
                             command=command, remove=remove)
-    if not is_main_process():
-        return
-    freed = remove_stale_temp_files(out)
-    if freed:
-        print(f"{out}: removed temporary files ({freed / 1e6:,.1f} MB) left by an interrupted write", file=sys.stderr)
+    elastic.mark_claimed(out, is_main_process())
+    if is_main_process():
+        freed = remove_stale_temp_files(out)
+        if freed:
+            print(f"{out}: removed temporary files ({freed / 1e6:,.1f} MB) left by an interrupted write",
+                  file=sys.stderr)
+    return resume
 
 
 # ---- a checkpoint checked against the run that resumes it ----------------------------------------

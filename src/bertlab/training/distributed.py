@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from .elastic import check_launch
+
 
 @dataclass(frozen=True)
 class DistInfo:
@@ -31,6 +33,7 @@ def setup_distributed(device: torch.device) -> DistInfo:
         return DistInfo()
     info = DistInfo(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", 0)))
     if not dist.is_initialized():
+        check_launch()
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     if device.type == "cuda":
         torch.cuda.set_device(info.local_rank)

@@ -9,16 +9,18 @@ from .checkpoint import check_resume
 from .distributed import barrier, setup_distributed
 
 
-def claim_run(out, files, resume: bool, overwrite: bool, data_settings: dict, outputs=(), command: str = ""):
+def claim_run(out, files, resume: bool, overwrite: bool, data_settings: dict, outputs=(), command: str = "") -> bool:
     """Check before any work: the files exist, OUT holds no run unless asked to resume or
     overwrite it (and then only in a folder bertlab made), and a resumed run's files and data
-    settings are those it started with."""
+    settings are those it started with. Returns whether the run resumes (asked, or a worker
+    torchrun's agent restarted: training/elastic.py)."""
     for path in files:
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")
-    check_resume(out, resume, overwrite, outputs, command)
+    resume = check_resume(out, resume, overwrite, outputs, command)
     if resume:
         run_inputs.check(out, files, data_settings)
+    return resume
 
 
 def main_process_first(device, prepare, resume: bool):

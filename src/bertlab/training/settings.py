@@ -1,10 +1,12 @@
 """The settings every training run shares, named once (the CLI's flags of the same names map onto
 them one to one). An objective's settings add its own fields and checks to these."""
+import os
 from dataclasses import dataclass, fields
 
 from .. import validate
 from ..device import PRECISIONS
 from ..models.config import JsonConfig
+from . import elastic
 
 SHARDING = ("ddp", "fsdp")
 
@@ -27,7 +29,8 @@ class RunSettings:
     precision: str = "auto"           # fp32, or bf16 / fp16 autocast; auto: bf16 on a CUDA device with it, else fp32
     sharding: str = "ddp"             # under torchrun: ddp replicates the model, fsdp shards it
     compile: bool = False             # torch.compile the module the training step calls
-    resume: bool = False              # continue from out/checkpoint.pt exactly
+    resume: bool = False              # continue from out/checkpoint.pt exactly (set by itself in a worker
+                                      # torchrun's agent restarted: training/elastic.py)
     progress: bool = True
 
     def checks(self) -> dict:
@@ -45,6 +48,9 @@ class RunSettings:
             raise ValueError(f"precision {self.precision!r}: choose one of {PRECISIONS}")
         if self.sharding not in SHARDING:
             raise ValueError(f"sharding {self.sharding!r}: choose one of {SHARDING}")
+        if not self.resume and self.out and os.path.exists(os.path.join(self.out, "checkpoint.pt")) \
+                and elastic.claimed_by_this_launch(self.out):
+            self.resume = True
 
     def to_dict(self) -> dict:
         """Plain data (model configs as their dicts), as checkpoints and summaries record it."""

@@ -39,7 +39,7 @@ def translate_train_job(train_src, train_tgt, valid_src, valid_tgt, out, *, voca
     paths = (train_src, train_tgt, valid_src, valid_tgt)
     vocabulary = {"vocab": vocab, "joint_vocab": joint_vocab, "vocab_size": vocab_size, "min_frequency": min_frequency}
     data_settings = translation_data_settings(**vocabulary, max_sentence_tokens=max_sentence_tokens)
-    claim_run(out, paths, resume, overwrite, data_settings, TRANSLATION_OUTPUTS, "translate-train")
+    resume = claim_run(out, paths, resume, overwrite, data_settings, TRANSLATION_OUTPUTS, "translate-train")
 
     def vocabularies(reuse):
         if reuse:

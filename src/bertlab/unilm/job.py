@@ -22,7 +22,7 @@ def unilm_train_job(train_src, train_tgt, valid_src, valid_tgt, out, *, init_fro
     for path in (train_src, train_tgt, valid_src, valid_tgt):
         if path is not None and not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")
-    check_resume(out, resume, overwrite, command="unilm-train")
+    resume = check_resume(out, resume, overwrite, command="unilm-train")
     folder = resolve(init_from or vocab)
     tokenizer = load_tokenizer(folder)
     if init_from:
