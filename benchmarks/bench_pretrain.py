@@ -95,14 +95,15 @@ ELECTRA_GENERATOR = {"hidden_size": 128, "num_hidden_layers": 12, "num_attention
                      "embedding_size": 128}
 
 
-def step_flops(config: str, batch: int, vocab: int = 30522) -> float:
-    """Model FLOPs of one training step (3 x the forward pass; the MLM head at the masked positions)."""
+def step_flops(config: str, batch: int, vocab: int = 30522, seq: int = SEQ, predictions: int = PREDICTIONS) -> float:
+    """Model FLOPs of one training step (3 x the forward pass; the MLM head at the masked positions)
+    of `batch` sequences of `seq` tokens (benchmarks/cluster_cost.py also asks for 512)."""
     c, _ = CONFIGS[config]
     h, layers, inter = c["hidden_size"], c["num_hidden_layers"], c["intermediate_size"]
     e = c.get("embedding_size", h)  # ALBERT: the MLM head ends E wide, and E is projected to H
-    per_token_layer = 2 * (4 * h * h + 2 * h * inter) + 2 * 2 * SEQ * h  # projections + scores and values
-    per_sequence = SEQ * layers * per_token_layer + PREDICTIONS * 2 * (h * e + e * vocab) + 2 * (h * h + 2 * h)
-    per_sequence += SEQ * 2 * e * h if e != h else 0
+    per_token_layer = 2 * (4 * h * h + 2 * h * inter) + 2 * 2 * seq * h  # projections + scores and values
+    per_sequence = seq * layers * per_token_layer + predictions * 2 * (h * e + e * vocab) + 2 * (h * h + 2 * h)
+    per_sequence += seq * 2 * e * h if e != h else 0
     return 3.0 * batch * per_sequence
 
 
