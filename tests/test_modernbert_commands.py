@@ -323,6 +323,89 @@ def test_serve_a_finetuned_modernbert(folder, tmp_path):
     assert answer.json()["predictions"][0]["label"] in ("yes", "no")
 
 
+# ---- export (ONNX) --------------------------------------------------------------------------------------
+# Real-ish texts of 4 to 30+ tokens: the longest runs far past the local window (6), the shortest within it.
+EXPORT_TEXTS = [LONG + ", provided that the copyright notice and this permission notice are kept", "free software",
+                "the quick brown fox jumps over the lazy dog", "GNU General Public License, version 2", LONG]
+
+
+def onnx_inputs(loaded, texts=EXPORT_TEXTS):
+    """A padded batch of `texts` (ids and mask; ModernBERT has no segments), checked to be padded and
+    to hold a row longer than the local window."""
+    from bertlab.inference.onnx_check import bert_inputs
+    ids, mask, _ = bert_inputs(loaded.tokenizer, texts, loaded.model.config)
+    lengths = mask.sum(1)
+    assert lengths.max() > 3 * loaded.model.config.local_attention and lengths.min() < lengths.max()
+    return ids, mask
+
+
+def test_export_onnx_matches_the_encoder(folder, tmp_path, capsys):
+    """`bertlab export` of a ModernBERT folder: its encoder as model.onnx with inputs input_ids and
+    attention_mask and output sequence_output (no segments, no pooler); onnxruntime gives our
+    hidden states within 1e-4 at every real position of a padded batch, and our embeddings through
+    embed_texts, which runs on the export as on the model."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    from bertlab.inference.onnx_runtime import load_onnx
+    out = tmp_path / "mb.onnx"
+    assert main(["export", str(folder), "--onnx", str(out)]) == 0
+    assert "check max_abs sequence_output" in capsys.readouterr().err
+    loaded, onnx_model = load_model(folder), load_onnx(out)
+    graph = onnx_model.meta["graphs"]["model.onnx"]
+    assert onnx_model.meta["kind"] == "modernbert" and type(onnx_model.config).__name__ == "ModernBertConfig"
+    assert graph == {"inputs": ["input_ids", "attention_mask"], "outputs": ["sequence_output"]}
+    ids, mask = onnx_inputs(loaded)
+    with torch.inference_mode():
+        ours = loaded.encoder(ids, attention_mask=mask)
+        theirs = onnx_model(ids, attention_mask=mask)
+        assert theirs.pooled_output is None
+        torch.testing.assert_close(theirs.sequence_output[mask.bool()], ours.sequence_output[mask.bool()],
+                                   atol=1e-4, rtol=0)
+        vectors = embed_texts(onnx_model, loaded.tokenizer, EXPORT_TEXTS)
+        want = embed_texts(loaded.encoder, loaded.tokenizer, EXPORT_TEXTS)
+    np.testing.assert_allclose(vectors, want, atol=1e-4, rtol=0)
+
+
+def finetuned_folder(folder, path, task_name):
+    """A folder as `bertlab finetune` writes it from `folder` (its head new, untrained)."""
+    from bertlab.finetune.setup import load_base_model
+    from bertlab.finetune.tasks import make_task
+    from bertlab.interop.finetuned import save_finetuned
+    labels = {"classify": ["no", "yes"], "ner": ["O", "B-X", "I-X"], "squad": None}[task_name]
+    task = make_task(task_name, labels=labels)
+    model, tokenizer = load_base_model(task, folder, quiet=True)
+    save_finetuned(path, model.eval(), tokenizer, task.state())
+    return path
+
+
+@pytest.mark.parametrize("task_name", ["classify", "ner", "squad"])
+def test_export_onnx_of_a_finetuned_modernbert(folder, tmp_path, task_name):
+    """A fine-tuned ModernBERT folder exports its head's logits (squad: start and end) from
+    input_ids and attention_mask; equal to ours within 1e-4 at the real positions of a padded batch.
+    --int8 (classify) quantises the graph after that check and reports its cost, small and nonzero."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    from bertlab.inference.onnx_export import export_onnx
+    from bertlab.inference.onnx_runtime import load_onnx
+    model_dir = finetuned_folder(folder, tmp_path / "model", task_name)
+    int8 = task_name == "classify"
+    report = export_onnx(model_dir, tmp_path / "out", int8=int8, log=lambda m: None)
+    names = ["start_logits", "end_logits"] if task_name == "squad" else ["logits"]
+    assert all(report[f"max_abs {name}"] <= 1e-4 for name in names), report
+    onnx_model = load_onnx(tmp_path / "out")
+    assert onnx_model.meta["graphs"]["model.onnx"] == {"inputs": ["input_ids", "attention_mask"], "outputs": names}
+    if int8:
+        assert 0 < report["int8"]["max_abs logits"] < 0.1 and onnx_model.meta["int8"] is True
+        return
+    loaded = load_model(model_dir)
+    ids, mask = onnx_inputs(loaded)
+    with torch.inference_mode():
+        ours, theirs = loaded.model(ids, attention_mask=mask), onnx_model(ids, attention_mask=mask)
+    ours, theirs = (torch.stack(t, -1) if isinstance(t, tuple) else t for t in (ours, theirs))
+    real = mask.bool() if task_name != "classify" else slice(None)
+    torch.testing.assert_close(theirs[real], ours[real], atol=1e-4, rtol=0)
+
+
 # ---- what does not take ModernBERT yet says so -----------------------------------------------------------
 def test_commands_without_modernbert_refuse_it_by_name(folder, tmp_path, capsys):
     from test_relation import synthetic_semeval
@@ -330,8 +413,7 @@ def test_commands_without_modernbert_refuse_it_by_name(folder, tmp_path, capsys)
     text.write_text("free software\n" * 20)
     relations = tmp_path / "relations.txt"
     relations.write_text(synthetic_semeval(4), encoding="utf-8")
-    runs = {"export": ["export", str(folder), "--onnx", str(tmp_path / "onnx")],
-            "distill": ["distill", "--teacher", str(folder), "--student-layers", "1", "--data", str(text),
+    runs = {"distill": ["distill", "--teacher", str(folder), "--student-layers", "1", "--data", str(text),
                         "-o", str(tmp_path / "d")],
             "finetune": ["finetune", "--task", "relation", "--model", str(folder), "--train", str(relations),
                          "-o", str(tmp_path / "r")]}

@@ -3,6 +3,8 @@ import argparse
 
 EXAMPLE = """examples:
   bertlab export minilm --onnx minilm.onnx                   # a BERT encoder (sequence and pooled output)
+  bertlab export ModernBERT-base --onnx mb.onnx              # an HF ModernBERT folder: its encoder (no
+                                                             # token_type_ids input, no pooled output)
   bertlab export runs/cls/model --onnx cls.onnx              # a `bertlab finetune` folder: its head's logits
   bertlab export runs/tiny/model --onnx gpt.onnx             # GPT with past keys/values
   bertlab export runs/en-de/model --onnx en-de.onnx          # translation: encoder + one decoder step
@@ -20,7 +22,7 @@ def add_parser(subparsers):
     from .args import nonnegative_float
     p = subparsers.add_parser(
         "export", help="export a model folder to ONNX (checked with onnxruntime)",
-        description="Export DIR (a BERT, fine-tuned, GPT or translation model folder) to ONNX graphs in OUT "
+        description="Export DIR (a BERT, ModernBERT, fine-tuned, GPT or translation model folder) to ONNX graphs in OUT "
                     "and check them with onnxruntime against bertlab.",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="DIR", help="a model folder any bertlab command reads, or 'minilm'")

@@ -29,7 +29,7 @@ def check_export(loaded, folder, texts=None, tolerance: float = 1e-4, log=print,
     ValueError (without, the report only says it: an int8 export's cost)."""
     texts = list(texts or SAMPLE_TEXTS)
     onnx_model = load_onnx(folder)
-    check = {"bert": _check_bert, "finetuned": _check_bert, "gpt": _check_gpt,
+    check = {"bert": _check_bert, "modernbert": _check_bert, "finetuned": _check_bert, "gpt": _check_gpt,
              "translation": _check_translation}[loaded.kind]
     with torch.inference_mode():
         report = check(loaded, onnx_model, texts)
@@ -55,11 +55,12 @@ def _max_abs(a, b, real=None) -> float:
 
 def bert_inputs(tokenizer, texts, config, choices: int = 0):
     """(input_ids, attention_mask, token_type_ids) of `texts` padded into one batch; the second half
-    of each text is segment B where the model has two segments; with `choices`, (batch, choices, len)."""
+    of each text is segment B where the model has two segments (ModernBERT has none: all zeros,
+    which its graph does not take); with `choices`, (batch, choices, len)."""
     sequences = [s[:config.max_position_embeddings] for s in tokenizer.tokenize_ids_batch(texts)]
     ids, mask = padded_tensors(sequences, tokenizer.pad_token_id)
     types = torch.zeros_like(ids)
-    if config.type_vocab_size > 1:
+    if getattr(config, "type_vocab_size", 1) > 1:
         for row, s in enumerate(sequences):
             types[row, len(s) // 2:len(s)] = 1
     if choices:
@@ -73,17 +74,18 @@ def _check_bert(loaded, onnx_model, texts):
     choices = 2 if type(model).__name__ == "BertForMultipleChoice" else 0
     ids, mask, types = bert_inputs(loaded.tokenizer, texts, model.config, choices)
     report = {"inputs": f"{ids.shape[0]} texts of {int(mask.sum(-1).min())}-{int(mask.sum(-1).max())} tokens"}
-    if loaded.kind == "bert":
-        encoder = model if hasattr(model, "embeddings") else model.bert
-        ours, theirs = encoder(ids, types, mask), onnx_model(ids, types, mask)
+    inputs = {"token_type_ids": types, "attention_mask": mask}
+    if loaded.kind in ("bert", "modernbert"):
+        ours, theirs = loaded.encoder(ids, **inputs), onnx_model(ids, **inputs)
         report["max_abs sequence_output"] = _max_abs(ours.sequence_output, theirs.sequence_output, mask.bool())
-        report["max_abs pooled_output"] = _max_abs(ours.pooled_output, theirs.pooled_output)
+        if ours.pooled_output is not None:  # ModernBERT has no pooler
+            report["max_abs pooled_output"] = _max_abs(ours.pooled_output, theirs.pooled_output)
         return report
-    ours, theirs = model(ids, types, mask), onnx_model(ids, types, mask)
+    ours, theirs = model(ids, **inputs), onnx_model(ids, **inputs)
     ours, theirs = (ours, theirs) if isinstance(ours, tuple) else ((ours,), (theirs,))
     names = onnx_model.meta["graphs"]["model.onnx"]["outputs"]
+    per_token = type(model).__name__.endswith(("ForTokenClassification", "ForQuestionAnswering"))
     for name, a, b in zip(names, ours, theirs):
-        per_token = type(model).__name__ in ("BertForTokenClassification", "BertForQuestionAnswering")
         report[f"max_abs {name}"] = _max_abs(a, b, mask.bool() if per_token else None)
     return report
 

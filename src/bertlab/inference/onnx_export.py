@@ -44,12 +44,8 @@ def graphs_of(loaded) -> dict:
     from torch.export import Dim
     D = Dim.DYNAMIC
     model = loaded.model.eval()
-    from ..models.modernbert_config import ModernBertConfig
-    if isinstance(getattr(model, "config", None), ModernBertConfig):
-        raise ValueError(f"{loaded.folder or 'the model given'}: a ModernBERT model ({type(model).__name__}); "
-                         "export does not take ModernBERT yet")
-    if loaded.kind in ("bert", "finetuned"):
-        return {"model.onnx": _bert_graph(model, loaded.kind, D)}
+    if loaded.kind in ("bert", "modernbert", "finetuned"):
+        return {"model.onnx": _encoder_graph(loaded, D)}
     if loaded.kind == "gpt":
         c = model.config
         past = [torch.randn(2, c.n_head, 3, c.n_embd // c.n_head) for _ in range(2 * c.n_layer)]
@@ -69,23 +65,22 @@ def graphs_of(loaded) -> dict:
         return {"encoder.onnx": (graphs.TranslationEncoderGraph(model), (src,), ({0: D, 1: D},)),
                 "decoder_step.onnx": (graphs.TranslationStepGraph(model), (tokens, cross_kv, src_mask, past),
                                       step_shapes)}
-    raise ValueError(f"a model of kind {loaded.kind!r} cannot be exported (bert, finetuned, gpt, translation can)")
+    raise ValueError(f"a model of kind {loaded.kind!r} cannot be exported "
+                     "(bert, modernbert, finetuned, gpt, translation can)")
 
 
-def _bert_graph(model, kind, D):
-    c = model.config
-    if kind == "bert":
-        encoder = model if hasattr(model, "embeddings") else model.bert  # the encoder of a pretraining model
-        graph = graphs.EncoderGraph(encoder)
-    else:
-        graph = graphs.HeadGraph(model)
+def _encoder_graph(loaded, D):
+    """A BERT-family encoder (the one inside a pretraining or masked-LM model) or a fine-tuned
+    model; its inputs are its graph's (onnx_graphs.encoder_inputs: ModernBERT has no segments)."""
+    model = loaded.model
+    graph = graphs.HeadGraph(model) if loaded.kind == "finetuned" else graphs.EncoderGraph(loaded.encoder)
     shape = (2, 2, 5) if type(model).__name__ == "BertForMultipleChoice" else (2, 5)
-    ids = torch.randint(1, c.vocab_size, shape)
+    ids = torch.randint(1, model.config.vocab_size, shape)
     mask = torch.ones(shape, dtype=torch.long)
     mask[0, ..., -2:] = 0
-    types = torch.zeros(shape, dtype=torch.long)
+    sample = (ids, mask, torch.zeros(shape, dtype=torch.long))[:len(graph.inputs)]
     axes = {i: D for i in range(len(shape))}
-    return graph, (ids, mask, types), (axes, axes, axes)
+    return graph, sample, (axes,) * len(sample)
 
 
 def export_graph(graph, sample, shapes, path, opset: int = 18):
@@ -120,7 +115,8 @@ def metadata(loaded, folder, files: dict) -> dict:
     """onnx.json: what load_onnx needs to run the graphs without the model's weights."""
     config = loaded.model.config
     meta = {"format": FORMAT, "kind": loaded.kind, "source": os.path.abspath(folder),
-            "model_class": type(loaded.model).__name__, "config": dataclasses.asdict(config),
+            "model_class": type(loaded.model).__name__, "config_class": type(config).__name__,
+            "config": dataclasses.asdict(config),
             "graphs": {name: {"inputs": list(g.inputs), "outputs": list(g.outputs)}
                        for name, (g, _, _) in files.items()}}
     if loaded.kind == "finetuned":

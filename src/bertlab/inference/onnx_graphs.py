@@ -3,7 +3,8 @@ tensors (ONNX has no KVCache or BertOutput), and names its inputs and outputs.
 
     kind          file                graph
     bert          model.onnx          input_ids, attention_mask, token_type_ids -> sequence_output, pooled_output
-    finetuned     model.onnx          the same inputs -> logits (classification, regression, NER) or
+    modernbert    model.onnx          input_ids, attention_mask -> sequence_output (no segments, no pooler)
+    finetuned     model.onnx          the inputs of its encoder -> logits (classification, regression, NER) or
                                       start_logits, end_logits (QA); multiple choice: (batch, choices, len) inputs
     gpt           model.onnx          input_ids, attention_mask (batch, past + len), position_ids,
                                       past_key_i, past_value_i -> logits, present_key_i, present_value_i
@@ -37,32 +38,40 @@ def cache_names(prefix: str, layers: int) -> list[str]:
     return [f"{prefix}_{what}_{i}" for i in range(layers) for what in ("key", "value")]
 
 
+def encoder_inputs(config) -> list[str]:
+    """The inputs of a BERT-family graph: token_type_ids only where the model has segments
+    (BERT's config has type_vocab_size; ModernBERT has none)."""
+    names = ["input_ids", "attention_mask"]
+    return names + ["token_type_ids"] if hasattr(config, "type_vocab_size") else names
+
+
 class EncoderGraph(nn.Module):
-    """A BertModel: (sequence_output, pooled_output)."""
-    inputs = ["input_ids", "attention_mask", "token_type_ids"]
-    outputs = ["sequence_output", "pooled_output"]
+    """A BertModel (sequence_output, pooled_output) or a ModernBertModel (sequence_output: it has
+    no pooler); the inputs as encoder_inputs says."""
 
-    def __init__(self, bert):
+    def __init__(self, encoder):
         super().__init__()
-        self.bert = bert
+        self.encoder = encoder
+        self.inputs = encoder_inputs(encoder.config)
+        self.outputs = ["sequence_output"] + (["pooled_output"] if hasattr(encoder, "pooler") else [])
 
-    def forward(self, input_ids, attention_mask, token_type_ids):
-        out = self.bert(input_ids, token_type_ids, attention_mask)
-        return out.sequence_output, out.pooled_output
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        out = self.encoder(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        return (out.sequence_output, out.pooled_output)[:len(self.outputs)]
 
 
 class HeadGraph(nn.Module):
-    """A fine-tuned BertFor* model: its head's logits (QA: start and end)."""
-    inputs = EncoderGraph.inputs
+    """A fine-tuned BertFor* or ModernBertFor* model: its head's logits (QA: start and end)."""
 
     def __init__(self, model):
         super().__init__()
         self.model = model
-        self.outputs = ["start_logits", "end_logits"] if type(model).__name__ == "BertForQuestionAnswering" \
+        self.inputs = encoder_inputs(model.config)
+        self.outputs = ["start_logits", "end_logits"] if type(model).__name__.endswith("ForQuestionAnswering") \
             else ["logits"]
 
-    def forward(self, input_ids, attention_mask, token_type_ids):
-        return self.model(input_ids, token_type_ids, attention_mask)
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        return self.model(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
 
 
 class GPTStepGraph(nn.Module):

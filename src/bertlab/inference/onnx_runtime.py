@@ -64,17 +64,21 @@ class _OnnxModel(nn.Module):
 
 
 class OnnxBert(_OnnxModel):
-    """A BERT encoder or fine-tuned model: forward as the PyTorch model's (BertOutput for an encoder)."""
+    """A BERT or ModernBERT encoder or a fine-tuned model: forward as the PyTorch model's (BertOutput
+    for an encoder, pooled_output None where it has no pooler). The graph is fed the inputs it
+    names (ModernBERT's takes no token_type_ids: they are dropped)."""
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        out = self.graphs["model.onnx"](input_ids, attention_mask, token_type_ids)
-        if self.meta["kind"] == "bert":
+        given = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        graph = self.graphs["model.onnx"]
+        out = graph(*(given[name] for name in graph.inputs))
+        if self.meta["kind"] in ("bert", "modernbert"):
             from ..models.bert import BertOutput
-            return BertOutput(out[0], out[1])
+            return BertOutput(out[0], out[1] if len(out) > 1 else None)
         return tuple(out) if len(out) > 1 else out[0]
 
 
@@ -142,21 +146,27 @@ def _past(cache, batch, layers, heads, d_head):
 
 
 def _config(meta):
+    """The model's config, of the class onnx.json names (an export from before config_class was
+    written: the class of its kind)."""
     from ..models.bert_config import BertConfig
     from ..models.gpt_config import GPTConfig
+    from ..models.modernbert_config import ModernBertConfig
     from ..models.transformer_config import TransformerConfig
-    config_class = {"bert": BertConfig, "finetuned": BertConfig, "gpt": GPTConfig,
-                    "translation": TransformerConfig}[meta["kind"]]
+    classes = {c.__name__: c for c in (BertConfig, ModernBertConfig, GPTConfig, TransformerConfig)}
+    by_kind = {"bert": BertConfig, "modernbert": ModernBertConfig, "finetuned": BertConfig, "gpt": GPTConfig,
+               "translation": TransformerConfig}
+    config_class = classes.get(meta.get("config_class")) or by_kind[meta["kind"]]
     return config_class(**meta["config"])
 
 
 def load_onnx(folder, threads: int | None = None) -> _OnnxModel:
-    """The export in `folder` as an OnnxBert, OnnxGPT or OnnxTranslator."""
+    """The export in `folder` as an OnnxBert (bert, modernbert, finetuned), OnnxGPT or OnnxTranslator."""
     path = os.path.join(folder, "onnx.json")
     if not os.path.isfile(path):
         raise ValueError(f"{folder}: no onnx.json; not a folder written by `bertlab export --onnx`")
     meta = read_json(path)
     if meta.get("format") != FORMAT:
         raise ValueError(f"{path}: format {meta.get('format')!r}, not {FORMAT!r}")
-    adapter = {"bert": OnnxBert, "finetuned": OnnxBert, "gpt": OnnxGPT, "translation": OnnxTranslator}[meta["kind"]]
+    adapter = {"bert": OnnxBert, "modernbert": OnnxBert, "finetuned": OnnxBert, "gpt": OnnxGPT,
+               "translation": OnnxTranslator}[meta["kind"]]
     return adapter(folder, meta, threads).eval()
