@@ -154,6 +154,7 @@ class MaskedLMPretraining(Objective):
     so give it data made with --mode sop)."""
     name, unit = "pretrain", "tokens"
     compile_whole_loss = True  # tests/test_pretraining_train.py: one graph, no break, no recompilation
+    position_is_global = True  # one sequence of batches shared out: resumes with another process count
 
     def __init__(self, s: PretrainSettings):
         self.s = s

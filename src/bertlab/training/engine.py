@@ -39,6 +39,9 @@ class Objective:
     compile_whole_loss = False     # --compile on one process compiles loss() whole, model and loss in one
                                    # graph; for a loss that traces as one (no data-dependent shapes, no
                                    # value that changes every step), else the model alone is compiled
+    position_is_global = False     # True: state_dict() is the same in every process (a place in one
+                                   # sequence the processes share out), so a checkpoint resumes with
+                                   # another process count; False: each reads a stream of its own
 
     def setup(self, run: "Run") -> torch.nn.Module:
         """Open the data (this rank's share: run.info) and return the model on run.device.
@@ -230,12 +233,11 @@ class Run:
             raise ValueError(f"{self.ckpt}: the run was started with other {other}; --resume needs the same "
                              "data and settings (or start again with --overwrite)")
         ranks = state["data"]
-        if len(ranks) != self.info.world_size:
-            raise ValueError(f"{self.ckpt}: saved by {len(ranks)} processes, resumed with {self.info.world_size}")
+        source = self._source_process(ranks)
         # every entry against what it is loaded into, before anything is loaded: a moment of the wrong
         # shape made the fused AdamW write out of bounds (training/checkpoint.py)
         check_state_against(self.model, self.optimizer, state, self.ckpt, scheduler=self.scheduler,
-                            scaler=self.scaler, total_steps=self.total_steps, rank=self.info.rank,
+                            scaler=self.scaler, total_steps=self.total_steps, rank=source,
                             whole=self.skeleton)
         load_full_state(self.net, self.optimizer, state["model"], state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -247,17 +249,37 @@ class Run:
         self.flops = saved.get("flops")
         self.last_eval = saved.get("last_eval")
         try:  # the objective's own checks name the entry; the file is named here
-            self.objective.load_state_dict(ranks[self.info.rank]["objective"])
+            self.objective.load_state_dict(ranks[source]["objective"])
         except ValueError as e:
-            raise ValueError(f"{self.ckpt}: data position of process {self.info.rank}: {e}") from None
+            raise ValueError(f"{self.ckpt}: data position of process {source}: {e}") from None
         try:
             self.objective.load_shared_state(saved)
         except ValueError as e:
             raise ValueError(f"{self.ckpt}: {e}") from None
-        set_rng_states(ranks[self.info.rank]["rng"])
+        if len(ranks) == self.info.world_size:
+            set_rng_states(ranks[self.info.rank]["rng"])
+        else:  # no saved process draws for this one: a seed of its own for this run, step and process
+            torch.manual_seed(self.s.seed + 1 + self.info.rank + 1_000_003 * self.step)
         self.log.truncate_after(self.step)
         if self.is_main:  # said even with progress off: which checkpoint was continued is part of the result
             progress.write(f"resuming {self.ckpt} at step {self.step} of {self.total_steps}")
+
+    def _source_process(self, ranks: list) -> int:
+        """Whose saved entry (data position, random generators) this process continues from: its own;
+        or, when the checkpoint was saved by another number of processes, the first's, which every
+        process shares where the objective's position is global (a checkpoint of N processes resumes
+        on M: the model and optimizer states are whole in it, under DDP and FSDP alike)."""
+        if len(ranks) == self.info.world_size:
+            return self.info.rank
+        if not self.objective.position_is_global:
+            raise ValueError(f"{self.ckpt}: saved by {len(ranks)} processes, resumed with {self.info.world_size}: "
+                             f"each process of {self.objective.name} reads a data stream of its own, so its "
+                             f"position cannot move to another process count; resume with {len(ranks)}")
+        positions = [r.get("objective") if isinstance(r, dict) else None for r in ranks]
+        if not positions or any(not same_data(p, positions[0]) for p in positions):
+            raise ValueError(f"{self.ckpt}: its {len(ranks)} processes saved different data positions; "
+                             f"resume with {len(ranks)} processes")
+        return 0
 
     def _trained_with(self, saved_model) -> str:
         """The model a checkpoint names, in words (its config), or "another model" where that is not

@@ -230,6 +230,7 @@ class Translation(Objective):
     """Teacher forcing on parallel text: the decoder reads BOS + target under the causal mask and is
     scored on target + EOS."""
     name, unit = "translate-train", "target_tokens"
+    position_is_global = True  # one sequence of batches shared out: resumes with another process count
 
     def __init__(self, s: TranslationSettings, train: ParallelData, valid: ParallelData, source_tokenizer,
                  target_tokenizer, model_settings: dict | None = None):

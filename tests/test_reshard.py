@@ -1,0 +1,83 @@
+"""A checkpoint saved by 2 processes resumes on 1 and on 4 (DDP and FSDP, gloo on the CPU): BERT
+pretraining continues with the same optimizer state and data position, so the losses after the
+restart and the final weights and Adam moments equal an uninterrupted run's (same global batch)
+within float tolerance. An objective whose processes read streams of their own (GPT) is refused."""
+import os
+import shutil
+from dataclasses import replace
+
+import pytest
+import torch
+
+from engine_checks import spawn
+from pretraining_data import assert_same_training_state, make_folders, train_records
+
+STEPS = 5
+GLOBAL_BATCH = 8
+
+
+def _settings(data, vocab_size, out, world, **kw):
+    from test_pretraining_ddp import _settings as tiny
+    return replace(tiny(data, vocab_size, str(out), batch_size=GLOBAL_BATCH // world), max_steps=STEPS, **kw)
+
+
+def _run(data, vocab_size, out, world, kw):
+    from bertlab.pretraining.objective import train_pretraining
+    summary = train_pretraining(_settings(data, vocab_size, out, world, **kw))
+    assert summary["world_size"] == world
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    train, _, tokenizer = make_folders(tmp_path_factory.mktemp("shards"), max_seq_length=32, masked=4, held_out=10,
+                                       limit=400)
+    return train, len(tokenizer.vocab)
+
+
+def _in_one_process(fn, *args):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fn(*args)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("sharding", ["ddp", "fsdp"])
+def test_two_processes_saved_resume_on_one_and_on_four(shards, tmp_path, sharding):
+    data, vocab_size = shards
+    _in_one_process(_run, data, vocab_size, tmp_path / "whole", 1, {})
+    # 2 processes, stopped by the time budget after their first step (a checkpoint at step 1)
+    spawn(_run, data, vocab_size, str(tmp_path / "part"), 2, {"sharding": sharding, "max_minutes": 0})
+    assert len(train_records(tmp_path / "part")) == 1
+    shutil.copytree(tmp_path / "part", tmp_path / "on4")
+    _in_one_process(_run, data, vocab_size, tmp_path / "part", 1, {"resume": True})
+    spawn(_run, data, vocab_size, str(tmp_path / "on4"), 4, {"sharding": sharding, "resume": True}, world=4)
+    whole = train_records(tmp_path / "whole")
+    for resumed in ("part", "on4"):
+        records = train_records(tmp_path / resumed)
+        assert [r["step"] for r in records] == list(range(1, STEPS + 1)), resumed
+        for r, q in zip(whole, records):
+            assert q["loss"] == pytest.approx(r["loss"], abs=1e-5), (resumed, r["step"])
+            assert q["mlm_loss"] == pytest.approx(r["mlm_loss"], abs=1e-5), (resumed, r["step"])
+        assert_same_training_state(tmp_path / "whole", tmp_path / resumed)
+
+
+def _gpt(data, out, kw):
+    from bertlab.lm.objective import GPTSettings, train_gpt
+    from engine_checks import tiny_gpt_config
+    train_gpt(GPTSettings(data=data, out=str(out), model=tiny_gpt_config(), batch_size=2, block_size=16, max_steps=4,
+                          warmup=1, eval_every=100, save_every=100, eval_tokens=80, device="cpu", progress=False,
+                          seed=3, **kw))
+
+
+def test_a_position_of_its_own_per_process_is_not_moved_to_another_count(tmp_path):
+    """GPT's processes each draw their own blocks (lm/token_stream.py): its checkpoint resumes only
+    with the process count that saved it, and says so."""
+    from engine_checks import char_token_files
+    data = char_token_files(tmp_path)
+    spawn(_gpt, data, str(tmp_path / "run"), {"max_minutes": 0})
+    with pytest.raises(ValueError, match="saved by 2 processes, resumed with 1: each process of .* reads a data "
+                                         "stream of its own.*resume with 2"):
+        _gpt(data, tmp_path / "run", {"resume": True})
+    assert os.path.exists(tmp_path / "run" / "checkpoint.pt")
