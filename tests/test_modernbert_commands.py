@@ -406,6 +406,75 @@ def test_export_onnx_of_a_finetuned_modernbert(folder, tmp_path, task_name):
     torch.testing.assert_close(theirs[real], ours[real], atol=1e-4, rtol=0)
 
 
+# ---- distill ------------------------------------------------------------------------------------------
+def test_distill_a_finetuned_modernbert_into_fewer_layers(folder, tmp_path, capsys):
+    """Task distillation ModernBERT -> ModernBERT: a fine-tuned 4-layer teacher (global layers 0
+    and 2) into 2 layers copied from teacher layers 0 and 2, both kept global (layer_types) though
+    global_attn_every_n_layers would make the second local; the student trains on all three terms,
+    is a ModernBERT folder that predict reads and transformers reads to the same logits."""
+    table = tmp_path / "train.tsv"
+    table.write_text("sentence\tlabel\n" + "".join(f"{a}\t{label}\n" for a, _, label in ROWS), encoding="utf-8")
+    teacher = finetune(folder, tmp_path / "teacher", "--task", "classify", "--train", table, "--epochs", "1")
+    out = tmp_path / "student"
+    code = main(["distill", "--teacher", str(teacher), "--student-layers", "2", "--train", str(table), "--dev",
+                 str(table), "--lr", "3e-3", "--epochs", "2", "--batch-size", "3", "--device", "cpu", "--quiet",
+                 "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    train = [r for r in map(json.loads, open(out / "metrics.jsonl")) if r["kind"] == "train"]
+    assert len(train) == 4 and all({"soft_loss", "hard_loss", "cos_loss"} <= set(r) for r in train)
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["teacher_layers"], summary["student_layers"]) == (4, 2)
+    loaded, hf = reloads_as_modernbert(out / "model", "ModernBertForSequenceClassification")
+    assert loaded.model.config.layer_types == ["full_attention", "full_attention"]
+    assert [layer.attention.window for layer in loaded.model.modernbert.layers] == [None, None]
+    ids = hf_ids(folder, LONG)  # past the local window: a local layer would see less of it
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.model(torch.tensor([ids])), hf(torch.tensor([ids])).logits,
+                                   atol=1e-5, rtol=0)
+    assert main(["predict", "--model", str(out / "model"), str(table), "-o", str(tmp_path / "p.jsonl"),
+                 "--quiet"]) == 0
+    assert len((tmp_path / "p.jsonl").read_text().splitlines()) == len(ROWS)
+
+
+def test_distill_between_bert_and_modernbert_is_refused(folder, tmp_path, capsys):
+    """BERT and ModernBERT read text with different tokenizers and distillation compares the two
+    models on the same token ids, so a BERT teacher with a ModernBERT student, or the other way
+    round, is refused before any work, naming both folders and the reason; so is a ModernBERT
+    student whose tokenizer.json differs from its ModernBERT teacher's."""
+    import shutil
+
+    from bertlab import BertConfig, BertModel, BertTokenizer, save_pretrained
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "free", "software", "the", "quick", "fox"]
+    bert = tmp_path / "bert"
+    save_pretrained(BertModel(BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                                         num_attention_heads=4, intermediate_size=40)),
+                    bert, BertTokenizer({t: i for i, t in enumerate(vocab)}))
+    other = tmp_path / "other"
+    shutil.copytree(folder, other)
+    spec = json.loads((other / "tokenizer.json").read_text())
+    words = [w for w in spec["model"]["vocab"] if w.isalpha()][:2]
+    spec["model"]["vocab"][words[0]], spec["model"]["vocab"][words[1]] = (spec["model"]["vocab"][words[1]],
+                                                                          spec["model"]["vocab"][words[0]])
+    (other / "tokenizer.json").write_text(json.dumps(spec))
+    table = tmp_path / "train.tsv"
+    table.write_text("sentence\tlabel\n" + "".join(f"{a}\t{label}\n" for a, _, label in ROWS), encoding="utf-8")
+    text = tmp_path / "text.txt"
+    text.write_text("free software\n" * 20)
+    cases = [(bert, folder, ["--data", text], "share a tokenizer"), (folder, bert, ["--train", table], "share a tokenizer"),
+             (bert, folder, ["--train", table], "share a tokenizer"),
+             (finetuned_folder(folder, tmp_path / "teacher", "classify"), other, ["--train", table],
+              "different tokenizer.json")]
+    for teacher, student, data, message in cases:
+        out = tmp_path / "out"
+        assert main(["distill", "--teacher", str(teacher), "--student", str(student), *map(str, data),
+                     "--device", "cpu", "--quiet", "-o", str(out)]) == 2, (teacher, student, data)
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+        if message == "share a tokenizer":
+            assert str(bert) in err and str(folder) in err and "WordPiece" in err and "byte-level BPE" in err, err
+        assert not out.exists()
+
+
 # ---- what does not take ModernBERT yet says so -----------------------------------------------------------
 def test_commands_without_modernbert_refuse_it_by_name(folder, tmp_path, capsys):
     from test_relation import synthetic_semeval

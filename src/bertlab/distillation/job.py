@@ -47,9 +47,7 @@ def task_distillation(teacher, student_layers, student, train, dev, test, alphas
     from ..training.engine import fit
     from .objective import HEADS, TaskDistillation, TaskDistillSettings
     folder = resolve(readable_folder(teacher))
-    refuse_modernbert(folder, "--teacher")
-    if student is not None:
-        refuse_modernbert(resolve(student), "--student")
+    check_families(folder, student, general=False)
     if not os.path.exists(os.path.join(folder, "task.json")):
         raise ValueError(f"--teacher {teacher}: no task.json, so not a task folder `bertlab finetune` wrote; task "
                          "distillation (--train) needs a fine-tuned teacher (its OUT/model); a pretrained BERT "
@@ -88,15 +86,39 @@ def check_same_width(teacher, student, alpha_cos, student_name):
                          "their hidden states needs equal sizes (use --alpha-cos 0)")
 
 
-def refuse_modernbert(folder, flag):
-    """A ModernBERT teacher or student (pretrained or fine-tuned) is refused before any work, naming
-    the folder: distillation reads BERT's layers and hidden states and does not take ModernBERT yet."""
+def family(folder) -> str:
+    """"modernbert" for a ModernBERT folder (pretrained or fine-tuned: config.json's model_type),
+    else "bert"."""
     from ..io import read_json
     path = os.path.join(folder, "config.json")
     config = read_json(path) if os.path.isfile(path) else None
-    if isinstance(config, dict) and config.get("model_type") == "modernbert":
-        raise ValueError(f"{flag} {folder}: a ModernBERT model; bertlab distill does not take ModernBERT yet "
-                         "(as teacher or student)")
+    return "modernbert" if isinstance(config, dict) and config.get("model_type") == "modernbert" else "bert"
+
+
+KIND = {"bert": "BERT", "modernbert": "ModernBERT"}
+TOKENIZERS = {"bert": "WordPiece (vocab.txt)", "modernbert": "byte-level BPE (tokenizer.json)"}
+
+
+def check_families(teacher_folder, student, general: bool):
+    """Refused before any work, naming the folders: a teacher and a student of different families
+    (BERT and ModernBERT read text with different tokenizers, and every term of the loss compares
+    the two models on the same token ids), and ModernBERT in general distillation (its data are
+    create-pretraining-data's WordPiece shards, its student BERT's masked-LM model)."""
+    folders = {"--teacher": teacher_folder, **({"--student": resolve(student)} if student is not None else {})}
+    families = {flag: family(folder) for flag, folder in folders.items()}
+    if len(set(families.values())) > 1:
+        t, s = families["--teacher"], families["--student"]
+        raise ValueError(f"--teacher {teacher_folder} is a {KIND[t]} model and --student {folders['--student']} a "
+                         f"{KIND[s]} one: they read text with different tokenizers ({TOKENIZERS[t]} against "
+                         f"{TOKENIZERS[s]}), and distillation feeds both the same token ids (soft targets and hidden "
+                         f"states compare them token by token), so teacher and student must share a tokenizer; "
+                         f"distil a {KIND[t]} teacher into a {KIND[t]} student (--student-layers N, or --student DIR "
+                         "with the teacher's tokenizer)")
+    if general and "modernbert" in families.values():
+        flag = next(f for f, kind in families.items() if kind == "modernbert")
+        raise ValueError(f"{flag} {folders[flag]}: a ModernBERT model; general distillation (--data) reads "
+                         "WordPiece pretraining shards into BERT's masked-LM model and does not take ModernBERT "
+                         "yet; distil a fine-tuned ModernBERT teacher with --train (task distillation)")
 
 
 # ---- general distillation ---------------------------------------------------------------------------
@@ -137,9 +159,7 @@ def general_distillation(teacher, student_layers, student, data, eval_data, max_
     from ..training.engine import fit
     from .objective import GeneralDistillation, GeneralDistillSettings
     folder = resolve(teacher)
-    refuse_modernbert(folder, "--teacher")
-    if student is not None:
-        refuse_modernbert(resolve(student), "--student")
+    check_families(folder, student, general=True)
     if os.path.exists(os.path.join(folder, "task.json")):
         raise ValueError(f"--teacher {teacher}: a fine-tuned task folder; general distillation (--data) needs a "
                          "pretrained BERT folder, task distillation --train")

@@ -31,6 +31,7 @@ from .. import validate
 from ..finetune.objective import FinetuneSettings, FineTuning
 from ..models import BertForMultipleChoice, BertForSequenceClassification, BertForTokenClassification
 from ..models.losses import masked_lm_loss
+from ..models.modernbert import ModernBertForSequenceClassification, ModernBertForTokenClassification, pool
 from ..pretraining.objective import MaskedLMPretraining, PretrainSettings
 from ..training.engine import Objective
 
@@ -130,15 +131,21 @@ def inner(model):
 
 
 # ---- task distillation --------------------------------------------------------------------------------
-HEADS = (BertForSequenceClassification, BertForTokenClassification, BertForMultipleChoice)
+HEADS = (BertForSequenceClassification, BertForTokenClassification, BertForMultipleChoice,
+         ModernBertForSequenceClassification, ModernBertForTokenClassification)
 
 
 def logits_with_hidden(model, batch):
-    """(the head's logits, the last layer's hidden states, their attention mask) of a BertFor*
-    classification model: the head applied to a full forward pass, since the hidden-state term needs
-    every position's last-layer output (the heads' own forward runs the last layer for [CLS] alone)."""
+    """(the head's logits, the last layer's hidden states, their attention mask) of a BertFor* or
+    ModernBertFor* classification model: the head applied to a full forward pass, since the
+    hidden-state term needs every position's last-layer output (BERT's heads' own forward runs the
+    last layer for [CLS] alone)."""
     model = inner(model)
     ids, types, mask = batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+    if isinstance(model, (ModernBertForSequenceClassification, ModernBertForTokenClassification)):
+        x = model.modernbert(ids, mask).sequence_output
+        read = x if isinstance(model, ModernBertForTokenClassification) else pool(model.config, x, mask)
+        return model.classifier(model.dropout(model.head(read))), x, mask
     choices = ids.shape[1] if isinstance(model, BertForMultipleChoice) else None
     if choices:
         ids, types, mask = (t.reshape(-1, t.shape[-1]) for t in (ids, types, mask))

@@ -28,7 +28,7 @@ def student_from_teacher(teacher: torch.nn.Module, student_layers: int, build) -
     teacher's class (e.g. task.build_model), and every tensor is copied from the teacher, layer i
     from teacher layer teacher_layers_for(...)[i]; embeddings, pooler and heads as they are."""
     picked = teacher_layers_for(student_layers, teacher.config.num_hidden_layers)
-    student = build(replace(teacher.config, num_hidden_layers=student_layers))
+    student = build(student_config(teacher.config, picked))
     source = teacher.state_dict()
 
     def teacher_key(key):
@@ -39,9 +39,25 @@ def student_from_teacher(teacher: torch.nn.Module, student_layers: int, build) -
     return student
 
 
+def student_config(config, picked: list[int]):
+    """The teacher's config with the layers `picked`; a ModernBERT student's layers keep the
+    attention span (global or local) and so the rotary base of the teacher layer each is copied
+    from (layer_types), whatever global_attn_every_n_layers would give at their new places."""
+    changes = {"num_hidden_layers": len(picked)}
+    if hasattr(config, "is_global"):  # ModernBertConfig
+        changes["layer_types"] = ["full_attention" if config.is_global(p) else "sliding_attention" for p in picked]
+    return replace(config, **changes)
+
+
 def check_same_vocabulary(teacher_tokenizer, student_tokenizer, teacher_name, student_name):
     """Soft targets over the vocabulary and hidden states token by token compare the same ids only
-    if both models read text into the same word pieces: the vocabularies and casing must be equal."""
+    if both models read text into the same word pieces: the vocabularies and casing must be equal
+    (two ModernBERT models: the same tokenizer.json)."""
+    if hasattr(teacher_tokenizer, "spec") or hasattr(student_tokenizer, "spec"):  # tokenizer.json (ModernBERT)
+        if getattr(teacher_tokenizer, "spec", None) != getattr(student_tokenizer, "spec", None):
+            raise ValueError(f"the teacher {teacher_name} and the student {student_name} have different "
+                             "tokenizer.json files; a student must read text into the teacher's tokens")
+        return
     a, b = teacher_tokenizer.vocab.id_to_token, student_tokenizer.vocab.id_to_token
     if a != b:
         first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
