@@ -97,10 +97,24 @@ def checkpoint(out):
     return torch.load(os.path.join(out, "checkpoint.pt"), weights_only=False)
 
 
-def assert_same_training_state(a, b, atol=1e-6):
+def sharded_checkpoint(out):
+    """A sharded checkpoint's model and optimizer state, read whole (keyed by parameter name) from the
+    folder its checkpoint.pt names, with torch.distributed.checkpoint's own converter."""
+    import tempfile
+
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    folder = os.path.join(out, checkpoint(out)["extra"]["shards"])
+    with tempfile.TemporaryDirectory() as tmp:
+        dcp_to_torch_save(folder, os.path.join(tmp, "whole.pt"))
+        return torch.load(os.path.join(tmp, "whole.pt"), weights_only=False)
+
+
+def assert_same_training_state(a, b, atol=1e-6, sharded=False):
     """Parameters and the optimizer's moments (exp_avg is (1 - beta1) x the gradient after one step,
-    so unlike Adam's scale-free update it shows a gradient off by any factor)."""
-    ca, cb = checkpoint(a), checkpoint(b)
+    so unlike Adam's scale-free update it shows a gradient off by any factor). `sharded`: both runs
+    wrote sharded checkpoints."""
+    ca, cb = (sharded_checkpoint(a), sharded_checkpoint(b)) if sharded else (checkpoint(a), checkpoint(b))
+    assert ca["model"] and ca["optimizer"]["state"]
     for name, p in ca["model"].items():
         torch.testing.assert_close(cb["model"][name], p, atol=atol, rtol=1e-5, msg=name)
     for k, state in ca["optimizer"]["state"].items():

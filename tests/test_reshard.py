@@ -81,3 +81,64 @@ def test_a_position_of_its_own_per_process_is_not_moved_to_another_count(tmp_pat
                                          "stream of its own.*resume with 2"):
         _gpt(data, tmp_path / "run", {"resume": True})
     assert os.path.exists(tmp_path / "run" / "checkpoint.pt")
+
+
+@pytest.mark.parametrize("sharding", ["ddp", "fsdp"])
+def test_a_sharded_checkpoint_is_written_by_every_process_and_resumes_on_one_and_on_four(shards, tmp_path, sharding):
+    """--checkpoint-format sharded: torch.distributed.checkpoint writes each process's part (under
+    FSDP its shard: no process gathers the whole state), checkpoint.pt holds the rest and names the
+    folder; the run resumes on 1 process and on 4 with the uninterrupted run's losses, weights and
+    Adam moments."""
+    from bertlab.training.checkpoint import read_checkpoint
+    data, vocab_size = shards
+    _in_one_process(_run, data, vocab_size, tmp_path / "whole", 1, {"checkpoint_format": "sharded"})
+    spawn(_run, data, vocab_size, str(tmp_path / "part"), 2,
+          {"sharding": sharding, "max_minutes": 0, "checkpoint_format": "sharded"})
+    saved = read_checkpoint(tmp_path / "part" / "checkpoint.pt")
+    assert saved["model"] == {} and saved["optimizer"] == {}
+    folder = tmp_path / "part" / saved["extra"]["shards"]
+    assert folder.parent == tmp_path / "part" / "checkpoint.shards" and (folder / ".metadata").exists()
+    written = sorted(p.name for p in folder.glob("*.distcp"))
+    if sharding == "fsdp":
+        assert len(written) == 2, written  # each process wrote its shard
+    shutil.copytree(tmp_path / "part", tmp_path / "on4")
+    _in_one_process(_run, data, vocab_size, tmp_path / "part", 1, {"resume": True, "checkpoint_format": "sharded"})
+    spawn(_run, data, vocab_size, str(tmp_path / "on4"), 4,
+          {"sharding": sharding, "resume": True, "checkpoint_format": "sharded"}, world=4)
+    whole = train_records(tmp_path / "whole")
+    for resumed in ("part", "on4"):
+        records = train_records(tmp_path / resumed)
+        assert [r["step"] for r in records] == list(range(1, STEPS + 1)), resumed
+        for r, q in zip(whole, records):
+            assert q["loss"] == pytest.approx(r["loss"], abs=1e-5), (resumed, r["step"])
+        assert_same_training_state(tmp_path / "whole", tmp_path / resumed, sharded=True)
+
+
+def test_a_sharded_checkpoint_from_elsewhere_runs_no_code_and_stays_in_its_folder(tmp_path):
+    """A run folder is something people share: the folder checkpoint.pt names must lie under
+    OUT/checkpoint.shards, and DCP's pickled .metadata is read without running anything in it."""
+    import pickle
+
+    from engine_checks import char_token_files
+    from bertlab.training.checkpoint import read_checkpoint, write_checkpoint
+    data = char_token_files(tmp_path)
+    run = tmp_path / "run"
+    _gpt(data, run, {"max_minutes": 0, "checkpoint_format": "sharded"})
+    state = read_checkpoint(run / "checkpoint.pt")
+    folder = run / state["extra"]["shards"]
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'ran'}",))
+    metadata = (folder / ".metadata").read_bytes()
+    (folder / ".metadata").write_bytes(pickle.dumps(Payload()))
+    with pytest.raises(ValueError, match=r"\.metadata: not a checkpoint's metadata \((posix|os)\.system is not part"):
+        _gpt(data, run, {"resume": True, "checkpoint_format": "sharded"})
+    assert not (tmp_path / "ran").exists()
+    (folder / ".metadata").write_bytes(metadata)
+    for name in ("../elsewhere", "/tmp", "model"):
+        write_checkpoint(run / "checkpoint.pt", {**state, "extra": {**state["extra"], "shards": name}})
+        with pytest.raises(ValueError, match="must name a folder under"):
+            _gpt(data, run, {"resume": True, "checkpoint_format": "sharded"})
+    write_checkpoint(run / "checkpoint.pt", state)
+    _gpt(data, run, {"resume": True, "checkpoint_format": "sharded"})  # the genuine folder resumes

@@ -81,6 +81,12 @@ RUN_FLAGS = {
     "sharding": ("--sharding", (), dict(choices=["ddp", "fsdp"],
                                         help="under torchrun: ddp replicates the model on every process, fsdp "
                                              "shards its weights, gradients and optimizer state across them")),
+    "checkpoint_format": ("--checkpoint-format", (), dict(
+        choices=["file", "sharded"], help="file: one checkpoint.pt, the whole state gathered to the main process; "
+                                          "sharded: each process writes its own part with "
+                                          "torch.distributed.checkpoint (checkpoint.shards/), for models too "
+                                          "large to gather; either resumes on another process count where the "
+                                          "data position allows")),
     "compile": ("--compile", (), dict(action="store_true", help="torch.compile the model the training step calls")),
     "resume": ("--resume", (), dict(action="store_true", help="continue from OUT/checkpoint.pt exactly as if "
                                                               "never stopped")),

@@ -49,7 +49,7 @@ def add_parser(subparsers):
                                                           "(the teacher's vocabulary)")
     add_run_arguments(p.add_argument_group("run"), defaults=dict(
         batch_size=32, grad_accum=1, lr=None, grad_clip=1.0, max_steps=None, max_minutes=None, eval_every=None,
-        save_every=None, seed=0, device="auto", precision="auto", sharding="ddp", compile=False, resume=False),
+        save_every=None, seed=0, device="auto", precision="auto", sharding="ddp", checkpoint_format="file", compile=False, resume=False),
         help={"lr": "peak learning rate (default 5e-5 with --train, 1e-4 with --data)",
               "max_steps": "optimizer steps (default: --epochs with --train, 1000 with --data)",
               "eval_every": "steps between evaluations (default: every epoch with --train, 500 with --data)"})

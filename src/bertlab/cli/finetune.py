@@ -25,7 +25,7 @@ def add_parser(subparsers):
     p.add_argument("--model", required=True, help="a BERT folder (HF layout) or 'minilm'")
     add_run_arguments(p.add_argument_group("run (google-research/bert's defaults)"), defaults=dict(
         batch_size=32, grad_accum=1, lr=5e-5, grad_clip=1.0, max_steps=None, max_minutes=None, eval_every=None,
-        seed=0, device="auto", precision="auto", sharding="ddp", compile=False,
+        seed=0, device="auto", precision="auto", sharding="ddp", checkpoint_format="file", compile=False,
         resume=False),
         help={"out": "folder for the model, logs and curves",
               "eval_every": "evaluate on dev and save a checkpoint every N steps (default: every epoch)",

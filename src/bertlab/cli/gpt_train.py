@@ -34,7 +34,7 @@ def add_parser(subparsers):
     p.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files")
     add_run_arguments(p.add_argument_group("run and optimisation"), defaults=dict(
         batch_size=16, grad_accum=1, lr=1e-3, max_steps=2000, max_minutes=None, eval_every=200, save_every=None,
-        seed=0, device="auto", precision="auto", sharding="ddp", compile=False,
+        seed=0, device="auto", precision="auto", sharding="ddp", checkpoint_format="file", compile=False,
         resume=False),
         help={"batch_size": "sequences per micro-batch per process",
               "max_steps": "optimizer steps; the cosine decays over these",

@@ -41,7 +41,7 @@ def add_parser(subparsers):
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p.add_argument_group("run and optimisation"), defaults=dict(
         batch_size=32, grad_accum=1, lr=1e-4, grad_clip=1.0, max_steps=1000, max_minutes=None, eval_every=500,
-        save_every=500, seed=0, device="auto", precision="auto", sharding="ddp", compile=False,
+        save_every=500, seed=0, device="auto", precision="auto", sharding="ddp", checkpoint_format="file", compile=False,
         resume=False),
         help={"batch_size": "instances per micro-batch per process"})
     g = p.add_argument_group("data")

@@ -40,7 +40,7 @@ def add_parser(subparsers):
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p.add_argument_group("run and optimisation"), defaults=dict(
         grad_accum=1, lr=1e-3, grad_clip=0.0, max_steps=None, max_minutes=None, eval_every=250, save_every=None,
-        seed=0, device="auto", precision="auto", sharding="ddp", compile=False,
+        seed=0, device="auto", precision="auto", sharding="ddp", checkpoint_format="file", compile=False,
         resume=False),
         help={"grad_clip": "clip the gradient norm (0: off, as the paper)",
               "max_steps": "optimizer steps (500; 100000 with --max-minutes, so that the time decides)",

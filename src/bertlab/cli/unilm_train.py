@@ -31,7 +31,7 @@ def add_parser(subparsers):
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p.add_argument_group("run and optimisation"), defaults=dict(
         batch_size=32, grad_accum=1, lr=5e-5, grad_clip=1.0, max_steps=1000, max_minutes=None, eval_every=500,
-        save_every=None, seed=0, device="auto", precision="auto", sharding="ddp", compile=False, resume=False),
+        save_every=None, seed=0, device="auto", precision="auto", sharding="ddp", checkpoint_format="file", compile=False, resume=False),
         help={"batch_size": "pairs per micro-batch per process"})
     g = p.add_argument_group("data")
     g.add_argument("--data", metavar="DIR", help="folder with train.SRC/train.TGT (and valid.SRC/valid.TGT)")

@@ -8,7 +8,7 @@ from ..training.checkpoint import check_resume
 from .glue import GLUE, glue_files
 
 # What a run writes into OUT; an OUT holding any of these holds an earlier run.
-RUN_FILES = ("model", "model.new", "model.old", "model.tmp", "checkpoint.pt", "metrics.jsonl", "curves.png",
+RUN_FILES = ("model", "model.new", "model.old", "model.tmp", "checkpoint.pt", "checkpoint.shards", "metrics.jsonl", "curves.png",
              "summary.json", "test_predictions.jsonl", "grid", "grid.jsonl")
 
 

@@ -66,7 +66,7 @@ CHECKPOINT_ENTRIES = {"model": dict, "optimizer": dict, "scheduler": dict, "step
 
 
 # What every training run (engine.fit) writes into OUT; a command adds its own (check_resume's `outputs`).
-RUN_OUTPUTS = ("checkpoint.pt", "model", "summary.json", "metrics.jsonl", "curves.png")
+RUN_OUTPUTS = ("checkpoint.pt", "checkpoint.shards", "model", "summary.json", "metrics.jsonl", "curves.png")
 
 
 def check_resume(out, resume: bool, overwrite: bool, outputs=(), command: str = "", remove: bool = False) -> bool:
@@ -116,17 +116,19 @@ def check_resume(out, resume: bool, overwrite: bool, outputs=(), command: str = 
 # loaded into before anything is loaded, and an error names the file and the entry.
 
 def check_state_against(model, optimizer, state: dict, path, *, scheduler=None, scaler=None,
-                        total_steps: int | None = None, rank: int = 0, whole=None):
+                        total_steps: int | None = None, rank: int = 0, whole=None, tensors: bool = True):
     """Check read_checkpoint's `state` against the run that will load it, or raise a ValueError naming
     `path` and the entry: the step (at most `total_steps`) and the counters in range; every model
     tensor's name, shape and dtype, finite; the optimizer's groups, settings and per-parameter state
     against `optimizer`'s parameters; the scheduler's and GradScaler's state like this run's own; the
     random generator states of process `rank` well-formed. `whole`: the module whose state_dict lists
     the model's entries where `model` is sharded (FSDP's skeleton); a sharded parameter reports its
-    whole shape, so the optimizer is checked against `model` either way."""
+    whole shape, so the optimizer is checked against `model` either way. `tensors` False: the model and
+    optimizer are in a sharded checkpoint's folder (training/sharded_checkpoint.py checks them)."""
     step = check_counters(state, path, total_steps)
-    check_model_state(whole if whole is not None else model, state["model"], f"{path}: model")
-    check_optimizer_state(model, optimizer, state["optimizer"], f"{path}: optimizer", step)
+    if tensors:
+        check_model_state(whole if whole is not None else model, state["model"], f"{path}: model")
+        check_optimizer_state(model, optimizer, state["optimizer"], f"{path}: optimizer", step)
     if scheduler is not None:
         check_scheduler_state(scheduler, state["scheduler"], f"{path}: scheduler state", step)
     if scaler is not None and state["extra"].get("scaler"):
@@ -146,7 +148,7 @@ def check_counters(state: dict, path, total_steps: int | None = None) -> int:
     where = f"{path}: extra"
     extra = expect_fields(state["extra"], {"units": float, "train_seconds": float}, where)
     check_types(extra, {"flops": (float, type(None)), "compile": (list, tuple), "last_eval": (list, tuple, type(None)),
-                        "scaler": (dict, type(None))}, where)
+                        "scaler": (dict, type(None)), "shards": (str, type(None))}, where)
     for name in ("units", "train_seconds", "flops"):
         if extra.get(name) is not None:
             check_count(extra[name], f"{where}: {name}")

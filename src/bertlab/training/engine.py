@@ -20,6 +20,7 @@ from .. import progress, validate
 from ..device import autocast_dtype, peak_tflops, pick_device, resolve_precision
 from .checkpoint import (check_state_against, read_checkpoint, rng_states, same_data, set_rng_states,
                          write_checkpoint)
+from . import sharded_checkpoint
 from .distributed import all_agree, barrier, cleanup, gather_objects, rank_device, setup_distributed, sum_across
 from .memory import HeapBound, peak_rss_mb
 from .metrics import MetricsLog, plot_curves
@@ -208,15 +209,21 @@ class Run:
 
     def save(self):
         ranks = gather_objects({"objective": self.objective.state_dict(), "rng": rng_states()}, self.info)
-        model_state, optimizer_state = full_state(self.net, self.optimizer, self.info)
+        shards = None
+        if self.s.checkpoint_format == "sharded":  # every process writes its part; nothing is gathered
+            shards = sharded_checkpoint.save(self.net, self.optimizer, self.s.out, self.step, self.info)
+            model_state, optimizer_state = {}, {}
+        else:
+            model_state, optimizer_state = full_state(self.net, self.optimizer, self.info)
         if self.is_main:
             extra = {**self.objective.shared_state(), **self._extra(), "units": self.units,
                      "flops": self.flops, "train_seconds": self.train_seconds, "last_eval": self.last_eval,
                      "compile": [self.compile_seconds, self.compile_units, self.compile_flops],
-                     "scaler": self.scaler.state_dict() if self.scaler else None}
+                     "scaler": self.scaler.state_dict() if self.scaler else None, "shards": shards}
             write_checkpoint(self.ckpt, {"model": model_state, "optimizer": optimizer_state,
                                          "scheduler": self.scheduler.state_dict(), "step": self.step,
                                          "rng": ranks[0]["rng"], "data": ranks, "extra": extra})
+            sharded_checkpoint.remove_unreferenced(self.s.out, keep=shards)  # the previous step's, or all
         barrier(self.info)
 
     def restore(self):
@@ -236,10 +243,14 @@ class Run:
         source = self._source_process(ranks)
         # every entry against what it is loaded into, before anything is loaded: a moment of the wrong
         # shape made the fused AdamW write out of bounds (training/checkpoint.py)
+        shards = saved.get("shards")
         check_state_against(self.model, self.optimizer, state, self.ckpt, scheduler=self.scheduler,
                             scaler=self.scaler, total_steps=self.total_steps, rank=source,
-                            whole=self.skeleton)
-        load_full_state(self.net, self.optimizer, state["model"], state["optimizer"])
+                            whole=self.skeleton, tensors=shards is None)
+        if shards is None:
+            load_full_state(self.net, self.optimizer, state["model"], state["optimizer"])
+        else:  # DCP reads each process's part, whichever process count and sharding wrote it
+            sharded_checkpoint.load(self.net, self.optimizer, self.s.out, shards, self.ckpt)
         self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler and saved.get("scaler"):
             self.scaler.load_state_dict(saved["scaler"])
@@ -452,6 +463,7 @@ def fit(objective: Objective, s: RunSettings) -> dict:
         run.save()
     elif run.is_main and os.path.exists(run.ckpt):
         os.remove(run.ckpt)  # the run is complete: nothing to resume, and it is three times the model's size
+        sharded_checkpoint.remove_unreferenced(s.out, keep=None)
     trained = run.whole_model()
     model = objective.final_model(trained)
     if run.last_eval is None or run.last_eval[0] != run.step or model is not trained:

@@ -9,6 +9,7 @@ from ..models.config import JsonConfig
 from . import elastic
 
 SHARDING = ("ddp", "fsdp")
+CHECKPOINT_FORMATS = ("file", "sharded")
 
 
 @dataclass(kw_only=True)
@@ -28,6 +29,8 @@ class RunSettings:
     device: str = "auto"
     precision: str = "auto"           # fp32, or bf16 / fp16 autocast; auto: bf16 on a CUDA device with it, else fp32
     sharding: str = "ddp"             # under torchrun: ddp replicates the model, fsdp shards it
+    checkpoint_format: str = "file"   # file: one checkpoint.pt; sharded: each process writes its part with
+                                      # torch.distributed.checkpoint (training/sharded_checkpoint.py)
     compile: bool = False             # torch.compile the module the training step calls
     resume: bool = False              # continue from out/checkpoint.pt exactly (set by itself in a worker
                                       # torchrun's agent restarted: training/elastic.py)
@@ -48,6 +51,8 @@ class RunSettings:
             raise ValueError(f"precision {self.precision!r}: choose one of {PRECISIONS}")
         if self.sharding not in SHARDING:
             raise ValueError(f"sharding {self.sharding!r}: choose one of {SHARDING}")
+        if self.checkpoint_format not in CHECKPOINT_FORMATS:
+            raise ValueError(f"checkpoint_format {self.checkpoint_format!r}: choose one of {CHECKPOINT_FORMATS}")
         if not self.resume and self.out and os.path.exists(os.path.join(self.out, "checkpoint.pt")) \
                 and elastic.claimed_by_this_launch(self.out):
             self.resume = True
