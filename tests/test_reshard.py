@@ -142,3 +142,30 @@ def test_a_sharded_checkpoint_from_elsewhere_runs_no_code_and_stays_in_its_folde
             _gpt(data, run, {"resume": True, "checkpoint_format": "sharded"})
     write_checkpoint(run / "checkpoint.pt", state)
     _gpt(data, run, {"resume": True, "checkpoint_format": "sharded"})  # the genuine folder resumes
+
+
+def _translation(train, valid, tokenizer, config, out, kw):
+    from test_translation_training import PlainSGD, settings
+
+    from bertlab.training.engine import fit
+    s = settings(out, config, lr=0.1, max_steps=4, eval_every=100, save_every=100, **kw)
+    fit(PlainSGD(s, train, valid, tokenizer, tokenizer), s)
+
+
+def test_translation_saved_by_two_processes_resumes_on_one(tmp_path):
+    """Translation's batches are one sequence dealt out in turn: 2 processes x 1 micro-batch and
+    1 process x --grad-accum 2 read the same batches, so a checkpoint moves between them."""
+    from test_translation_training import toy_data, train_records
+
+    from bertlab.models.transformer import TransformerConfig
+    train, valid, tokenizer, config = toy_data(tmp_path)
+    config = TransformerConfig.from_dict({**config.to_dict(hf=False), "dropout": 0.0})
+    _in_one_process(_translation, train, valid, tokenizer, config, tmp_path / "whole", {"grad_accum": 2})
+    spawn(_translation, train, valid, tokenizer, config, str(tmp_path / "part"), {"max_minutes": 0})
+    assert len(train_records(tmp_path / "part")) == 1
+    _in_one_process(_translation, train, valid, tokenizer, config, tmp_path / "part",
+                    {"grad_accum": 2, "resume": True})
+    whole, resumed = train_records(tmp_path / "whole"), train_records(tmp_path / "part")
+    assert [step for step, _ in resumed] == [1, 2, 3, 4]
+    for (step, a), (_, b) in zip(whole, resumed, strict=True):
+        assert b == pytest.approx(a, rel=1e-5), step
