@@ -512,6 +512,49 @@ def test_same_output_for_any_number_of_workers(bert_vocab_path, tmp_path):
     assert not np.array_equal(whole.rows([0])["input_ids"], one["input_ids"][:1])
 
 
+def test_an_interrupted_run_resumes_without_making_its_finished_shards_again(bert_vocab_path, tmp_path,
+                                                                            monkeypatch):
+    """Stopped after its sixth shard (any stop: the progress record is written atomically once a
+    shard is), a run resumed with resume=True keeps those shards, does not tokenize the chunks they
+    hold again, and ends with the rows and counts of a run never stopped."""
+    from bertlab.pretraining import create, shards
+    corpus = real_corpus(tmp_path / "real.txt", lines=500)
+    settings = dict(chunk_docs=3, shard_size=40, seed=7)
+    options = InstanceOptions(max_seq_length=48, dupe_factor=2)
+    tokenizer = load_vocab_tokenizer(bert_vocab_path)
+    create_pretraining_data([corpus], str(tmp_path / "whole"), tokenizer, options, **settings)
+    whole = PretrainingData(str(tmp_path / "whole"))
+
+    flush = shards.ShardWriter.flush
+    def flush_then_stop(self):
+        flush(self)
+        if len(self.shards) == 6:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(shards.ShardWriter, "flush", flush_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        create_pretraining_data([corpus], str(tmp_path / "cut"), tokenizer, options, **settings)
+    monkeypatch.setattr(shards.ShardWriter, "flush", flush)
+    assert not (tmp_path / "cut" / "meta.json").exists() and (tmp_path / "cut" / "progress.json").exists()
+    record = json.loads((tmp_path / "cut" / "progress.json").read_text())
+    processed = []
+    process = create._process
+    monkeypatch.setattr(create, "_process", lambda task: processed.append(task[0]) or process(task))
+    with pytest.raises(ValueError, match="was started with other seed"):
+        create_pretraining_data([corpus], str(tmp_path / "cut"), tokenizer, options, resume=True,
+                                **{**settings, "seed": 8})
+    create_pretraining_data([corpus], str(tmp_path / "cut"), tokenizer, options, resume=True, **settings)
+    assert processed[0] == record["next_chunk"] > 0  # the finished shards' chunks were read past
+    resumed = PretrainingData(str(tmp_path / "cut"))
+    assert len(resumed) == len(whole) > 120
+    one, two = (d.rows(np.arange(len(d))) for d in (whole, resumed))
+    for field in one:
+        np.testing.assert_array_equal(one[field], two[field], err_msg=field)
+    assert resumed.meta["settings"]["stats"] == whole.meta["settings"]["stats"]
+    assert not (tmp_path / "cut" / "progress.json").exists()
+    with pytest.raises(ValueError, match="already complete"):
+        create_pretraining_data([corpus], str(tmp_path / "cut"), tokenizer, options, resume=True, **settings)
+
+
 # -- bad input ------------------------------------------------------------------------------------------
 
 def run_cli(capsys, *args):

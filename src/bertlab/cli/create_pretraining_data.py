@@ -73,6 +73,9 @@ def add_parser(subparsers):
     p.add_argument("--encoding-errors", choices=("strict", "replace"), default="strict",
                    help="non-UTF-8 bytes: an error naming file, line and offset (strict), or U+FFFD, counted")
     p.add_argument("--overwrite", action="store_true", help="replace pretraining data already in OUT_DIR")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run into OUT_DIR: its finished shards are kept and their chunks "
+                        "not made again (the same files, vocabulary and flags)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(run=run)
 
@@ -86,5 +89,5 @@ def run(args):
         short_seq_prob=args.short_seq_prob, dupe_factor=args.dupe_factor, do_whole_word_mask=args.do_whole_word_mask,
         masking=args.masking, chinese_ref=args.chinese_ref, jieba=args.jieba, seed=args.random_seed,
         workers=args.workers, chunk_docs=args.chunk_docs, shard_size=args.shard_size,
-        encoding_errors=args.encoding_errors, overwrite=args.overwrite, progress=not args.quiet)
+        encoding_errors=args.encoding_errors, overwrite=args.overwrite, resume=args.resume, progress=not args.quiet)
     print(created.report())

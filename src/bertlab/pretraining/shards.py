@@ -55,18 +55,21 @@ class ShardWriter:
 
     def __init__(self, folder, prefix: str, max_seq_length: int, max_predictions_per_seq: int,
                  vocab_size: int, dynamic_masking: bool = False, shard_size: int = 50_000,
-                 span_boundaries: bool = False):
+                 span_boundaries: bool = False, shards=()):
         if max_seq_length > 32767:
             raise ValueError(f"max_seq_length {max_seq_length} does not fit the int16 length field")
         self.folder, self.prefix, self.shard_size = folder, prefix, shard_size
         self.L, self.P, self.dynamic = max_seq_length, max_predictions_per_seq, dynamic_masking
         self.ids, self.spans = id_dtype(vocab_size), span_boundaries
-        self.rows, self.shards = [], []
+        self.rows, self.shards = [], list(shards)  # shards: those an interrupted run finished
 
-    def add(self, instance: dict):
+    def add(self, instance: dict) -> bool:
+        """Keep `instance`; True when that filled a shard and it was written."""
         self.rows.append(instance)
         if len(self.rows) >= self.shard_size:
             self.flush()
+            return True
+        return False
 
     def flush(self):
         if not self.rows:
