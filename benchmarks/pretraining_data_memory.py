@@ -101,18 +101,19 @@ def main():
     source_mb = os.path.getsize(os.path.join(english, "train.txt")) / 2**20
     print(f"text: {source_mb:.1f} MB of English prose from this machine, repeated to each size", flush=True)
     rows = []
-    for mb in (int(x) for x in args.sizes_mb.split(",")):
-        corpus = corpus_of(os.path.join(english, "train.txt"), mb, work)
+    for size in (int(x) for x in args.sizes_mb.split(",")):
+        corpus = corpus_of(os.path.join(english, "train.txt"), size, work)
+        mb = os.path.getsize(corpus) / 2**20  # whole repeats: at least the size asked for
         for workers in (int(x) for x in args.workers.split(",")):
             r = measure(corpus, vocab, workers, os.path.join(work, "out"))
             rows.append((mb, workers, r))
-            print(f"{mb} MB, {workers} worker(s): {r['seconds']:.0f} s, peak RSS {r['peak_mb']:.0f} MB "
+            print(f"{mb:,.0f} MB, {workers} worker(s): {r['seconds']:.0f} s, peak RSS {r['peak_mb']:.0f} MB "
                   f"(first third {r['first_third_peak_mb']:.0f}, last third {r['last_third_peak_mb']:.0f}), "
                   f"output {r['output_mb']:.0f} MB", flush=True)
     print("\n| corpus | workers | seconds | MB/s | peak RSS (all processes) | peak, first third / last third | output |")
     print("|---:|---:|---:|---:|---:|---|---:|")
     for mb, workers, r in rows:
-        print(f"| {mb:,} MB | {workers} | {r['seconds']:.0f} | {mb / r['seconds']:.2f} | {r['peak_mb']:.0f} MB | "
+        print(f"| {mb:,.0f} MB | {workers} | {r['seconds']:.0f} | {mb / r['seconds']:.2f} | {r['peak_mb']:.0f} MB | "
               f"{r['first_third_peak_mb']:.0f} / {r['last_third_peak_mb']:.0f} MB | {r['output_mb']:.0f} MB |")
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)

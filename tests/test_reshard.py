@@ -169,3 +169,37 @@ def test_translation_saved_by_two_processes_resumes_on_one(tmp_path):
     assert [step for step, _ in resumed] == [1, 2, 3, 4]
     for (step, a), (_, b) in zip(whole, resumed, strict=True):
         assert b == pytest.approx(a, rel=1e-5), step
+
+
+def test_export_hf_writes_the_model_folder_from_either_format(shards, tmp_path):
+    """bertlab export RUN --hf OUT: the folder a run writes at its end, from its last checkpoint now:
+    from a one-file and from a sharded checkpoint of 2 FSDP processes (the same step) the same
+    weights, an HF folder every loader reads; a GPT run's too."""
+    from bertlab.cli import main
+    from bertlab.interop.folder import read_state_dict
+    from bertlab.interop.load import load_model
+    data, vocab_size = shards
+    for fmt in ("file", "sharded"):
+        spawn(_run, data, vocab_size, str(tmp_path / fmt), 2,
+              {"sharding": "fsdp", "max_minutes": 0, "checkpoint_format": fmt})
+        assert main(["export", str(tmp_path / fmt), "--hf", str(tmp_path / f"{fmt}-model")]) == 0
+    a, b = (read_state_dict(str(tmp_path / f"{fmt}-model")) for fmt in ("file", "sharded"))
+    assert a.keys() == b.keys() and len(a) > 10
+    for name, p in a.items():
+        torch.testing.assert_close(b[name], p, atol=1e-6, rtol=1e-6, msg=name)
+    assert load_model(str(tmp_path / "sharded-model")).kind in ("bert", "pretraining")
+    assert main(["export", str(tmp_path / "file"), "--hf", str(tmp_path / "file-model")]) == 2  # no --overwrite
+
+    # a finished gpt-train run keeps its last checkpoint: exported, it is the run's own OUT/model
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"line {i}: the quick brown fox {i % 7} jumps\n" for i in range(200)), encoding="utf-8")
+    assert main(["gpt-train", str(corpus), "--out", str(tmp_path / "gpt"), "--tokenizer", "char", "--preset", "tiny",
+                 "--n-layer", "1", "--n-embd", "32", "--n-head", "2", "--block-size", "16", "--batch-size", "4",
+                 "--max-steps", "3", "--warmup", "1", "--eval-tokens", "100", "--quiet", "--device", "cpu",
+                 "--checkpoint-format", "sharded"]) == 0
+    assert main(["export", str(tmp_path / "gpt"), "--hf", str(tmp_path / "gpt-model")]) == 0
+    assert load_model(str(tmp_path / "gpt-model")).kind == "gpt"
+    a, b = (read_state_dict(str(tmp_path / folder)) for folder in ("gpt/model", "gpt-model"))
+    assert a.keys() == b.keys()
+    for name, p in a.items():
+        assert torch.equal(b[name], p), name

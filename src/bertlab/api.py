@@ -57,7 +57,28 @@ def python_name(command: str) -> str:
 
 
 _NAMES = {python_name(command): command for command in COMMANDS}
-__all__ = sorted([*_NAMES, *LIBRARY])
+__all__ = sorted([*_NAMES, *LIBRARY, "export_checkpoint"])
+
+
+def export_checkpoint(run: str, out: str, overwrite: bool = False) -> str:
+    """`bertlab export RUN --hf OUT`: the HF-format model folder a run writes when it ends, made now
+    from its last checkpoint (one file or sharded, saved by any number of processes): a `pretrain`
+    run's BERT or ALBERT (pretraining.job) or a `gpt-train` run's GPT (lm.job), told apart by the
+    model config the checkpoint records."""
+    import os
+
+    from .training.checkpoint import read_checkpoint
+    path = os.path.join(run, "checkpoint.pt")
+    state = read_checkpoint(path)  # read once, handed on
+    model, settings = state["extra"].get("model"), state["extra"].get("settings")
+    if isinstance(model, dict) and "n_layer" in model:
+        from .lm.job import export_gpt_checkpoint
+        return export_gpt_checkpoint(run, out, overwrite, state=state)
+    if isinstance(model, dict) and "num_hidden_layers" in model and isinstance(settings, dict) and "data_512" in settings:
+        from .pretraining.job import export_pretraining_checkpoint
+        return export_pretraining_checkpoint(run, out, overwrite, state=state)
+    raise ValueError(f"{path}: export --hf takes the checkpoint of a pretrain or gpt-train run; other runs write "
+                     "their model folder as they train (finetune, translate-train) or when they end")
 
 
 def __getattr__(name):

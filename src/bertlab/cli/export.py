@@ -9,6 +9,8 @@ EXAMPLE = """examples:
   bertlab export runs/tiny/model --onnx gpt.onnx             # GPT with past keys/values
   bertlab export runs/en-de/model --onnx en-de.onnx          # translation: encoder + one decoder step
   bertlab export minilm --onnx minilm.onnx --texts lines.txt # check on your own text
+  bertlab export runs/bert --hf bert-step-40000               # a pretrain/gpt-train run's last checkpoint
+                                                             # as an HF folder, while it trains on
 
 OUT is a folder: model.onnx (translation: encoder.onnx and decoder_step.onnx) and onnx.json (kind,
 source folder, config, input and output names). Batch and sequence lengths are dynamic. Before OUT
@@ -25,8 +27,13 @@ def add_parser(subparsers):
         description="Export DIR (a BERT, ModernBERT, fine-tuned, GPT or translation model folder) to ONNX graphs in OUT "
                     "and check them with onnxruntime against bertlab.",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", metavar="DIR", help="a model folder any bertlab command reads, or 'minilm'")
-    p.add_argument("--onnx", required=True, metavar="OUT", help="the folder to write")
+    p.add_argument("model", metavar="DIR", help="a model folder any bertlab command reads, or 'minilm'; with --hf, "
+                                                "a run folder (pretrain or gpt-train) holding a checkpoint")
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--onnx", metavar="OUT", help="the folder to write")
+    to.add_argument("--hf", metavar="OUT",
+                    help="write the HF-format model folder a pretrain or gpt-train run writes at its end, now, from "
+                         "its last checkpoint (one file or --checkpoint-format sharded, of any process count)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists (refused otherwise)")
     p.add_argument("--texts", metavar="FILE", help="UTF-8 lines to check on (default: eight man-page sentences)")
     p.add_argument("--tolerance", type=nonnegative_float, default=1e-4,
@@ -41,6 +48,11 @@ def add_parser(subparsers):
 def run(args):
     import sys
 
+    if args.hf:
+        from ..api import export_checkpoint
+        export_checkpoint(args.model, args.hf, overwrite=args.overwrite)
+        print(f"wrote {args.hf}", file=sys.stderr)
+        return 0
     from ..inference.onnx_export import export_onnx
     export_onnx(args.model, args.onnx, overwrite=args.overwrite, check=not args.no_check, texts_file=args.texts,
                 tolerance=args.tolerance, int8=args.int8, log=lambda m: print(m, file=sys.stderr))

@@ -33,3 +33,22 @@ def gpt_train_job(files, out, *, tokenizer="bpe", vocab_size=8000, val_fraction=
     s = GPTSettings(data=data_dir, out=out, model=config, block_size=block_size, device=device, resume=resume,
                     **settings)
     return train_gpt(s, tokenizer)
+
+
+def export_gpt_checkpoint(run: str, out: str, overwrite: bool = False, state: dict | None = None) -> str:
+    """The HF GPT-2 folder a `bertlab gpt-train` run writes at its end (OUT/model), made now from the
+    run's last checkpoint, one file or sharded, with the run's tokenizer (bertlab export --hf)."""
+    import os
+
+    from ..interop.hf_gpt2 import save_pretrained
+    from ..io import claim_output_folder
+    from ..models.gpt import GPT
+    from ..tokenization.char_level import load_gpt_tokenizer
+    from ..training.checkpoint import checkpoint_model
+    model, _ = checkpoint_model(run, lambda extra: GPT(GPTConfig.from_dict(extra["model"])), state)
+    tokenizer = load_gpt_tokenizer(os.path.join(run, "tokenizer"))
+    claim_output_folder(out, ("config.json", "model.safetensors", "vocab.json", "merges.txt", "chars.json",
+                              "tokenizer_config.json", "generation_config.json"), overwrite, what="a model folder",
+                        command="export")
+    save_pretrained(model, out, tokenizer)
+    return out

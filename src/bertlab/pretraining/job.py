@@ -88,3 +88,34 @@ def pretrain_job(data, out, *, preset=None, config=None, init_from=None, resume=
                                                fresh=not (init_from or config))
     extra = {} if disc_weight is None else {"disc_weight": disc_weight}
     return train_electra(ElectraSettings(model=discriminator, generator=generator, **extra, **common))
+
+
+# What an HF BERT/ALBERT folder holds (interop.hf_bert.save_pretrained / hf_albert.save_albert)
+MODEL_FOLDER_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "vocab.txt", "tokenizer_config.json",
+                      "special_tokens_map.json", "tokenizer.json")
+
+
+def export_pretraining_checkpoint(run: str, out: str, overwrite: bool = False, state: dict | None = None) -> str:
+    """The HF-format model folder a `bertlab pretrain` run writes at its end (OUT/model), made now
+    from the run's last checkpoint, one file or sharded: the config and weights it holds, the
+    tokenizer of the data it was reading (bertlab export --hf)."""
+    from ..interop.hf_albert import save_albert
+    from ..interop.hf_bert import save_pretrained
+    from ..io import claim_output_folder
+    from ..models import AlbertForPreTraining, BertForPreTraining
+    from ..training.checkpoint import checkpoint_model
+    from .objective import _tokenizer, is_albert
+
+    def build(extra):
+        settings = extra["settings"]
+        if settings.get("span_boundary") or "disc_weight" in settings:
+            raise ValueError(f"{run}: a span-boundary or ELECTRA run; export --hf takes BERT and ALBERT "
+                             "pretraining runs (their OUT/model is written when the run ends)")
+        config = (AlbertConfig if "embedding_size" in extra["model"] else BertConfig).from_dict(extra["model"])
+        return (AlbertForPreTraining if is_albert(config) else BertForPreTraining)(config)
+
+    model, extra = checkpoint_model(run, build, state)
+    data = open_shards(extra["settings"]["data"], "--data")
+    claim_output_folder(out, MODEL_FOLDER_FILES, overwrite, what="a model folder", command="export")
+    (save_albert if is_albert(model.config) else save_pretrained)(model, out, _tokenizer(data))
+    return out

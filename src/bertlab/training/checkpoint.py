@@ -494,3 +494,23 @@ def _more(names: list) -> str:
 def _first_line(e: Exception) -> str:
     text = str(e).strip()
     return (text.splitlines()[0] if text else type(e).__name__)[:200]
+
+
+def checkpoint_model(run: str, build, state: dict | None = None) -> tuple[torch.nn.Module, dict]:
+    """(the model of the last checkpoint in the run folder `run`, the checkpoint's extra), either
+    format: `build(extra)` makes the empty model from what the checkpoint records (extra["model"],
+    its config, and extra["settings"]), which is then filled with the saved weights, checked first.
+    `state`: the checkpoint already read (read_checkpoint), else it is read here."""
+    from . import sharded_checkpoint
+    path = os.path.join(run, "checkpoint.pt")
+    state = state if state is not None else read_checkpoint(path)
+    extra = state["extra"]
+    if not isinstance(extra.get("model"), dict) or not isinstance(extra.get("settings"), dict):
+        raise ValueError(f"{path}: records no model config and settings to rebuild the model from")
+    model = build(extra)
+    if extra.get("shards") is None:
+        check_model_state(model, state["model"], f"{path}: model")
+        model.load_state_dict(state["model"])
+    else:
+        sharded_checkpoint.load_model_only(model, run, extra["shards"], path)
+    return model.eval(), extra

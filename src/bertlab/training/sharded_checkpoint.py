@@ -103,21 +103,29 @@ def _planner():
     return Planner()
 
 
-def load(net, optimizer, out: str, name, path) -> None:
-    """Read the folder checkpoint.pt names into this process's model and optimizer (its shard
-    under FSDP, whatever process count wrote it)."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import set_state_dict
+def _checked_folder(out: str, name, path) -> str:
+    """The folder checkpoint.pt (`path`) names, once it is known to lie under OUT/checkpoint.shards
+    and to hold metadata that unpickles as DCP's own (read here, so that a crafted file is named as
+    such and not inside DCP's errors)."""
     if not isinstance(name, str) or os.path.isabs(name) or ".." in name.split(os.sep) \
             or not name.startswith(FOLDER + os.sep):
         raise ValueError(f"{path}: extra.shards must name a folder under OUT/{FOLDER}, not {name!r}")
     folder = os.path.join(out, name)
     if not os.path.exists(os.path.join(folder, ".metadata")):
         raise FileNotFoundError(f"{folder}: the sharded checkpoint {path} names is missing or incomplete")
-    try:  # read once here, so that a crafted file is named as such and not inside DCP's own errors
+    try:
         _reader(folder).read_metadata()
     except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, IndexError, TypeError) as e:
         raise ValueError(f"{folder}/.metadata: not a checkpoint's metadata ({e})") from None
+    return folder
+
+
+def load(net, optimizer, out: str, name, path) -> None:
+    """Read the folder checkpoint.pt names into this process's model and optimizer (its shard
+    under FSDP, whatever process count wrote it)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+    folder = _checked_folder(out, name, path)
     state = _state_dicts(net, optimizer)
     try:
         with warnings.catch_warnings():  # one process: DCP says it assumes so, as no_dist asks
@@ -131,3 +139,19 @@ def load(net, optimizer, out: str, name, path) -> None:
         local = p.to_local() if hasattr(p, "to_local") else p
         if not torch.isfinite(local).all():
             raise ValueError(f"{folder}: parameter {name} holds NaN or infinity")
+
+
+def load_model_only(model, out: str, name, path):
+    """The model part of the sharded checkpoint `name` (checkpoint.pt's extra["shards"]) into an
+    ordinary `model` in this one process (bertlab export --hf): DCP gathers the shards of any
+    process count into the whole tensors."""
+    import torch.distributed.checkpoint as dcp
+    folder = _checked_folder(out, name, path)
+    state = {"model": model.state_dict()}
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+            dcp.load(state, storage_reader=_reader(folder), planner=_planner(), no_dist=True)
+    except Exception as e:  # noqa: BLE001 - DCP's errors come wrapped in its own exception type
+        raise ValueError(f"{folder}: does not fit the model {path} describes ({str(e).splitlines()[0][:300]})") from None
+    model.load_state_dict(state["model"])
