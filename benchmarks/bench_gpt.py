@@ -32,7 +32,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Row, print_table  # noqa: E402
+from harness import Row, alternating, print_table, round_ratios  # noqa: E402
 
 from bertlab.inference.generate import SamplingOptions, generate  # noqa: E402
 from bertlab.models import GPT, GPTConfig  # noqa: E402
@@ -50,22 +50,6 @@ def models(config):
     ours = GPT(config)
     hf = GPT2LMHeadModel(GPT2Config(**{k: v for k, v in config.to_dict().items() if k != "architectures"}))
     return ours, hf
-
-
-def alternating(ours, theirs, repeat, warmup=1):
-    """Wall and CPU seconds of `repeat` calls of each, after `warmup` untimed calls each; the order
-    alternates by round. CPU seconds (both threads) count the work done, not the time a thread
-    waited for a core on a machine shared with other jobs."""
-    for _ in range(warmup):
-        ours(), theirs()
-    wall, cpu = {ours: [], theirs: []}, {ours: [], theirs: []}
-    for i in range(repeat):
-        for fn in (ours, theirs) if i % 2 == 0 else (theirs, ours):
-            start, cpu_start = time.perf_counter(), time.process_time()
-            fn()
-            wall[fn].append(time.perf_counter() - start)
-            cpu[fn].append(time.process_time() - cpu_start)
-    return (wall[ours], cpu[ours]), (wall[theirs], cpu[theirs])
 
 
 def paired_rows(work, units, ours, theirs, repeat, warmup=1):
@@ -166,7 +150,7 @@ def main():
                             for name in ("bertlab", "HF GPT2LMHeadModel"))
         for stat in ("best", "median"):
             print(f"speed-up {work} ({stat}): {ours_row.throughput(stat) / hf_row.throughput(stat):.2f}x")
-        rounds = [theirs / mine for mine, theirs in zip(ours_row.seconds, hf_row.seconds)]
+        rounds = round_ratios(ours_row.seconds, hf_row.seconds)
         print(f"speed-up {work} (median of {len(rounds)} rounds' ratios): {statistics.median(rounds):.2f}x "
               f"(rounds: {' '.join(f'{r:.2f}' for r in rounds)})")
     print(f"({time.time() - start:.0f} s, load after {os.getloadavg()})")

@@ -8,6 +8,9 @@
     print_table(rows)
 
 ``measure`` runs ``warmup`` untimed calls, then ``repeat`` timed ones, and returns every time.
+``alternating`` times two sides in one process, their calls alternating (ours, theirs, then
+theirs, ours, ...) so both meet the same load on a shared machine, and ``round_ratios`` gives each
+round's ratio of the two calls: their median is the figure least moved by other jobs.
 A row's throughput is ``work / seconds`` of the best call (``stat="best"``; the least disturbed
 by other processes on a shared machine) or of the median call (``stat="median"``). Each row's
 ratio is against the row of the same workload whose implementation is ``baseline``.
@@ -31,6 +34,27 @@ def measure(fn: Callable[[], object], *, repeat: int = 5, warmup: int = 1) -> li
         fn()
         times.append(time.perf_counter() - start)
     return times
+
+
+def alternating(ours: Callable[[], object], theirs: Callable[[], object], repeat: int, warmup: int = 1):
+    """((wall, cpu), (wall, cpu)) seconds of ``repeat`` calls of each side, after ``warmup`` untimed
+    calls each; the order alternates by round. CPU seconds (all threads) count the work done, not the
+    time a thread waited for a core on a machine shared with other jobs."""
+    for _ in range(warmup):
+        ours(), theirs()
+    wall, cpu = ([], []), ([], [])
+    for i in range(repeat):
+        for side in (0, 1) if i % 2 == 0 else (1, 0):
+            start, cpu_start = time.perf_counter(), time.process_time()
+            (ours, theirs)[side]()
+            wall[side].append(time.perf_counter() - start)
+            cpu[side].append(time.process_time() - cpu_start)
+    return (wall[0], cpu[0]), (wall[1], cpu[1])
+
+
+def round_ratios(ours_seconds: Sequence[float], theirs_seconds: Sequence[float]) -> list[float]:
+    """Each round's speed-up of ours over theirs (their time over ours), in round order."""
+    return [theirs / mine for mine, theirs in zip(ours_seconds, theirs_seconds)]
 
 
 @dataclass
