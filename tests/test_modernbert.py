@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from bertlab.core.rotary import RotaryEmbedding, apply_rotary
-from bertlab.core.sliding_window import sliding_window_mask
+from bertlab.core.attention import scaled_dot_product_attention
+from bertlab.core.sliding_window import banded_pays, local_attention, sliding_window_mask
 from bertlab.core.unpadded_attention import PackedBatch, PaddedBatch
 from bertlab.interop.hf_modernbert import load_modernbert, save_modernbert
 from bertlab.interop.load import load_model
@@ -43,11 +44,24 @@ def test_sliding_window_sees_half_a_window_each_side():
     assert mask[0].tolist() == [True, True, True, False, False, False]
 
 
+@pytest.mark.parametrize("length,window", [(13, 6), (15, 6), (16, 6), (40, 7), (300, 128)])
+def test_local_attention_computes_the_band_alone_with_the_masks_outputs_and_gradients(length, window):
+    assert banded_pays(length, window)
+    q, k, v = (torch.randn(2, 3, length, 8, requires_grad=True) for _ in range(3))
+    positions = torch.arange(length)
+    want, _ = scaled_dot_product_attention(q, k, v, sliding_window_mask(positions, positions, window))
+    got = local_attention(q, k, v, window)
+    torch.testing.assert_close(got, want)
+    for a, b in zip(torch.autograd.grad(got.square().sum(), (q, k, v)),
+                    torch.autograd.grad(want.square().sum(), (q, k, v))):
+        torch.testing.assert_close(a, b)
+
+
 def test_unpadded_attention_equals_padded():
     ids, mask = batch(lengths=(9, 4, 7), left_padded=(2,))
     q, k, v = (torch.randn(3, 2, 9, 4) for _ in range(3))
     padded, packed = PaddedBatch(mask, 9), PackedBatch(mask)
-    for window in (None, 4):
+    for window in (None, 2, 4, 7):  # the local layers' band crosses members' boundaries
         want, _ = padded.attend(q, k, v, window)
         flat = [packed.pack(t.transpose(1, 2)).transpose(0, 1) for t in (q, k, v)]  # (heads, tokens, d)
         got, _ = packed.attend(*flat, window)
@@ -91,6 +105,16 @@ def test_cls_pooling_and_every_layer_kind(tmp_path):
     ids, mask = batch(lengths=(30, 8))
     with torch.no_grad():
         assert (ours(ids, attention_mask=mask) - hf(ids, attention_mask=mask).logits).abs().max() < 1e-5
+
+
+def test_an_input_without_padding_takes_the_band_and_equals_hf(tmp_path):
+    hf = make_folder(tmp_path / "m", "ModernBertModel", global_attn_every_n_layers=3, num_hidden_layers=4)
+    ours = load_model(tmp_path / "m").model
+    ids, mask = batch(lengths=(50, 50))  # 50 tokens > 2 windows of 6: the local layers compute their band alone
+    with torch.no_grad():
+        want = hf(ids, attention_mask=mask).last_hidden_state
+        for given in (mask, None):
+            assert (ours(ids, given).sequence_output - want).abs().max() < 1e-5
 
 
 @pytest.mark.parametrize("head", HEADS)

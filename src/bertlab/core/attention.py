@@ -35,9 +35,11 @@ def attention(query, key, value, mask=None, dropout_p=0.0, relative: RelativeTer
 
 
 def additive_mask(mask, scores):
-    """M of the formula for a boolean `mask`, in the dtype of `scores`. A large finite negative rather than -inf: a query
-    allowed no key at all (e.g. a left-padded position under a causal mask) averages the values
-    instead of spreading NaN, as HF's does."""
+    """M of the formula for a boolean `mask`, in the dtype of `scores` (a floating mask is M already). A large finite
+    negative rather than -inf: a query allowed no key at all (e.g. a left-padded position under a causal mask)
+    averages the values instead of spreading NaN, as HF's does."""
+    if mask.is_floating_point():
+        return mask.to(scores.dtype)
     # one pass over the mask (zeros, ~mask, then masked_fill_ made three)
     return torch.where(mask, scores.new_zeros(()), torch.finfo(scores.dtype).min)
 

@@ -8,21 +8,24 @@ are those of the padded computation.
 Two layouts of one batch, with one interface, so a model is written once for both:
 PaddedBatch (batch, length, ...) with a padding mask, and PackedBatch (tokens, ...) with boundaries.
 `positions` are the tokens' positions in the padded layout (what rotary embeddings rotate by, and
-what a sliding window measures), `attend` runs attention over (..., heads, len, d_head) tensors."""
+what a sliding window measures), `attend` runs attention over (..., heads, len, d_head) tensors.
+A batch makes each local-attention mask once, for all the layers that read it."""
 import torch
 
 from .attention import scaled_dot_product_attention
 from .fast_paths import Packing
 from .masks import padding_mask
-from .sliding_window import sliding_window_mask
+from .sliding_window import band_mask, banded_pays, local_attention, sliding_window_mask
 
 
 class PaddedBatch:
-    """(batch, length, ...) as it comes; padding hidden from attention by the padding mask."""
+    """(batch, length, ...) as it comes; padding hidden from attention by the padding mask (None:
+    no padding, and then local attention computes the pairs within its window alone)."""
 
     def __init__(self, attention_mask: torch.Tensor | None, length: int, device=None):
         self.mask = None if attention_mask is None else padding_mask(attention_mask)
         self.positions = torch.arange(length, device=device)
+        self.local_masks = {}  # window -> the mask of a local layer, made by the first one
 
     def pack(self, x):
         return x
@@ -33,11 +36,19 @@ class PaddedBatch:
     def attend(self, query, key, value, window: int | None = None, dropout_p=0.0, need_weights=False):
         """query, key, value (batch, heads, length, d_head) -> (output, probabilities or None);
         with `window`, each query sees only the keys within window // 2 of it."""
-        mask = self.mask
-        if window is not None:
-            local = sliding_window_mask(self.positions, self.positions, window)
-            mask = local if mask is None else mask & local
+        if window is None:
+            return scaled_dot_product_attention(query, key, value, self.mask, dropout_p, need_weights)
+        banded = self.mask is None and not need_weights and banded_pays(len(self.positions), window)
+        if (window, banded) not in self.local_masks:
+            self.local_masks[window, banded] = band_mask(torch.zeros_like(self.positions), window) if banded else \
+                self._and(sliding_window_mask(self.positions, self.positions, window))
+        mask = self.local_masks[window, banded]
+        if banded:
+            return local_attention(query, key, value, window, dropout_p, mask), None
         return scaled_dot_product_attention(query, key, value, mask, dropout_p, need_weights)
+
+    def _and(self, local):
+        return local if self.mask is None else self.mask & local
 
 
 class PackedBatch:
@@ -50,6 +61,10 @@ class PackedBatch:
         # the boundaries: the members' lengths (rows without tokens have none and are left out)
         lengths = attention_mask.bool().sum(1)
         self.lengths = lengths[lengths > 0].tolist()
+        # which member each packed token belongs to, for the local layers' band
+        self.segments = torch.arange(len(self.lengths), device=attention_mask.device).repeat_interleave(
+            torch.tensor(self.lengths, device=attention_mask.device), output_size=len(self.packing))
+        self.band_masks = {}  # window -> band_mask(segments, window), made by the first local layer
 
     def pack(self, x):
         """(batch, length, ...) -> (tokens, ...)."""
@@ -62,13 +77,15 @@ class PackedBatch:
     def attend(self, query, key, value, window: int | None = None, dropout_p=0.0, need_weights=False):
         """query, key, value (heads, tokens, d_head) -> (heads, tokens, d_head), each member
         attending within its own span only; no probabilities (a picture of attention needs the
-        padded layout)."""
+        padded layout). A local layer takes the whole packed sequence at once, its band masked
+        to each member (core.sliding_window.local_attention); a global one, member by member."""
         if need_weights:
             raise ValueError("attention probabilities need the padded layout (PaddedBatch)")
-        outputs = []
-        spans = zip(query.split(self.lengths, -2), key.split(self.lengths, -2), value.split(self.lengths, -2),
-                    self.positions.split(self.lengths))
-        for q, k, v, positions in spans:
-            mask = None if window is None else sliding_window_mask(positions, positions, window)
-            outputs.append(scaled_dot_product_attention(q[None], k[None], v[None], mask, dropout_p)[0][0])
+        if window is not None:
+            if window not in self.band_masks:
+                self.band_masks[window] = band_mask(self.segments, window)
+            return local_attention(query, key, value, window, dropout_p, self.band_masks[window]), None
+        outputs = [scaled_dot_product_attention(q[None], k[None], v[None], None, dropout_p)[0][0]
+                   for q, k, v in zip(query.split(self.lengths, -2), key.split(self.lengths, -2),
+                                      value.split(self.lengths, -2))]
         return torch.cat(outputs, dim=-2), None

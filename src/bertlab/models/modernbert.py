@@ -126,15 +126,17 @@ class ModernBertModel(nn.Module):
     def layout(self, input_ids, attention_mask, output_attentions, unpadded):
         if attention_mask is not None and attention_mask.dim() != 2:
             raise ValueError(f"attention_mask must be (batch, length), got {tuple(attention_mask.shape)}")
+        # the CPU may look at the mask (a GPU would wait for it; an export trace must keep it)
+        may_look = (attention_mask is not None and attention_mask.device.type == "cpu"
+                    and not fast_paths.in_plain_path() and not torch.compiler.is_compiling())
+        whole = may_look and bool(attention_mask.all())  # no padding: no mask, so local layers compute their band alone
         if unpadded is None:
-            unpadded = (attention_mask is not None and attention_mask.device.type == "cpu" and not output_attentions
-                        and not fast_paths.in_plain_path() and not torch.compiler.is_compiling()
-                        and not bool(attention_mask.all()))
+            unpadded = may_look and not output_attentions and not whole
         if unpadded:
             if attention_mask is None:
                 attention_mask = torch.ones_like(input_ids)
             return PackedBatch(attention_mask)
-        return PaddedBatch(attention_mask, input_ids.size(1), input_ids.device)
+        return PaddedBatch(None if whole else attention_mask, input_ids.size(1), input_ids.device)
 
     def get_embedding_table(self):
         return self.embeddings.word_embeddings.weight
