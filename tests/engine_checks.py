@@ -95,3 +95,21 @@ def _worker(rank, world, port, fn, args):
 def spawn(fn, *args, world: int = 2):
     """fn(*args) in `world` processes joined as torchrun would (gloo on the CPU)."""
     mp.spawn(_worker, args=(world, free_port(), fn, args), nprocs=world, join=True)
+
+
+def reading_both_ranks(objective_class):
+    """`objective_class` (a LanguageModeling objective) as one process whose step reads what two
+    processes' steps read: rank 0's micro-batches, then rank 1's (grad_accum 2k stands for k each),
+    which data parallelism must equal."""
+    from bertlab.lm.token_stream import TokenStream
+
+    class BothRanks(objective_class):
+        def setup(self, run):
+            model = super().setup(run)
+            path = os.path.join(self.s.data, "train.bin")
+            self.streams = [TokenStream(path, self.s.block_size, self.s.seed, rank, 2) for rank in range(2)]
+            return model
+
+        def micro_batches(self, k):
+            return [stream.batch(self.s.batch_size) for stream in self.streams for _ in range(k // 2)]
+    return BothRanks

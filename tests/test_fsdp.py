@@ -9,10 +9,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from bertlab.lm.token_stream import TokenStream
 from bertlab.training.engine import fit
 from bertlab.lm.objective import GPTSettings, LanguageModeling
-from engine_checks import char_token_files, free_port, spawn, tiny_gpt_config
+from engine_checks import char_token_files, free_port, reading_both_ranks, spawn, tiny_gpt_config
 
 STEPS = 4
 GPT_CONFIG = tiny_gpt_config()
@@ -39,17 +38,7 @@ class MomentumSGD(LanguageModeling):
         return torch.optim.SGD(model.parameters(), lr=s.lr, momentum=0.9)
 
 
-class BothShares(MomentumSGD):
-    """One process whose step reads both processes' micro-batches (rank 0's two, then rank 1's)."""
-
-    def setup(self, run):
-        model = super().setup(run)
-        path = os.path.join(self.s.data, "train.bin")
-        self.streams = [TokenStream(path, self.s.block_size, self.s.seed, rank, 2) for rank in range(2)]
-        return model
-
-    def micro_batches(self, k):
-        return [stream.batch(self.s.batch_size) for stream in self.streams for _ in range(k // 2)]
+BothShares = reading_both_ranks(MomentumSGD)  # one process whose step reads both processes' micro-batches
 
 
 def _gpt_runs(data, out, ports):

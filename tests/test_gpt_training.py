@@ -210,19 +210,10 @@ _NO_DROPOUT = GPTConfig.from_dict({**CONFIG.to_dict(hf=False), "vocab_size": 40,
 def test_two_process_fit_equals_one_process_reading_both_shares(data, tmp_path):
     """fit() under torchrun (2 processes, gloo, DDP) equals one process whose optimizer step reads
     both ranks' micro-batches (grad_accum 2): the engine's data parallelism is exact."""
-    from engine_checks import spawn
+    from engine_checks import reading_both_ranks, spawn
 
     from bertlab.training.engine import fit
-
-    class BothShares(_PlainSGD):
-        def setup(self, run):
-            model = super().setup(run)
-            path = os.path.join(self.s.data, "train.bin")
-            self.streams = [TokenStream(path, self.s.block_size, self.s.seed, rank, 2) for rank in range(2)]
-            return model
-
-        def micro_batches(self, k):
-            return [stream.batch(self.s.batch_size) for stream in self.streams]
+    BothShares = reading_both_ranks(_PlainSGD)
 
     spawn(_fit_two_ranks, data[0], str(tmp_path / "ddp"))
     s = settings(data[0], tmp_path / "one", model=_NO_DROPOUT, batch_size=2, grad_accum=2, max_steps=4, lr=0.5)

@@ -53,6 +53,12 @@ def test_two_processes_saved_resume_on_one_and_on_four(shards, tmp_path, shardin
     shutil.copytree(tmp_path / "part", tmp_path / "on4")
     _in_one_process(_run, data, vocab_size, tmp_path / "part", 1, {"resume": True})
     spawn(_run, data, vocab_size, str(tmp_path / "on4"), 4, {"sharding": sharding, "resume": True}, world=4)
+    _assert_resumed_as_whole(tmp_path)
+
+
+def _assert_resumed_as_whole(tmp_path, sharded=False):
+    """The runs resumed on 1 ("part") and on 4 processes ("on4") logged every step with the losses of
+    the uninterrupted run ("whole") and end with its weights and Adam moments."""
     whole = train_records(tmp_path / "whole")
     for resumed in ("part", "on4"):
         records = train_records(tmp_path / resumed)
@@ -60,7 +66,7 @@ def test_two_processes_saved_resume_on_one_and_on_four(shards, tmp_path, shardin
         for r, q in zip(whole, records):
             assert q["loss"] == pytest.approx(r["loss"], abs=1e-5), (resumed, r["step"])
             assert q["mlm_loss"] == pytest.approx(r["mlm_loss"], abs=1e-5), (resumed, r["step"])
-        assert_same_training_state(tmp_path / "whole", tmp_path / resumed)
+        assert_same_training_state(tmp_path / "whole", tmp_path / resumed, sharded=sharded)
 
 
 def _gpt(data, out, kw):
@@ -105,13 +111,7 @@ def test_a_sharded_checkpoint_is_written_by_every_process_and_resumes_on_one_and
     _in_one_process(_run, data, vocab_size, tmp_path / "part", 1, {"resume": True, "checkpoint_format": "sharded"})
     spawn(_run, data, vocab_size, str(tmp_path / "on4"), 4,
           {"sharding": sharding, "resume": True, "checkpoint_format": "sharded"}, world=4)
-    whole = train_records(tmp_path / "whole")
-    for resumed in ("part", "on4"):
-        records = train_records(tmp_path / resumed)
-        assert [r["step"] for r in records] == list(range(1, STEPS + 1)), resumed
-        for r, q in zip(whole, records):
-            assert q["loss"] == pytest.approx(r["loss"], abs=1e-5), (resumed, r["step"])
-        assert_same_training_state(tmp_path / "whole", tmp_path / resumed, sharded=True)
+    _assert_resumed_as_whole(tmp_path, sharded=True)
 
 
 def test_a_sharded_checkpoint_from_elsewhere_runs_no_code_and_stays_in_its_folder(tmp_path):

@@ -24,8 +24,10 @@ def _settings(data, out, **kw):
 
 
 def _objectives():
+    """(plain SGD, the same in one process reading both nodes' micro-batches)."""
+    from engine_checks import reading_both_ranks
+
     from bertlab.lm.objective import LanguageModeling
-    from bertlab.lm.token_stream import TokenStream
 
     class PlainSGD(LanguageModeling):
         """SGD: an update linear in the gradients, so the two-process and one-process sums agree to rounding."""
@@ -33,19 +35,7 @@ def _objectives():
         def optimizer(self, model, s):
             return torch.optim.SGD(model.parameters(), lr=s.lr)
 
-    class BothNodes(PlainSGD):
-        """One process whose step reads node 0's micro-batch, then node 1's."""
-
-        def setup(self, run):
-            model = super().setup(run)
-            path = os.path.join(self.s.data, "train.bin")
-            self.streams = [TokenStream(path, self.s.block_size, self.s.seed, rank, 2) for rank in range(2)]
-            return model
-
-        def micro_batches(self, k):
-            return [stream.batch(self.s.batch_size) for stream in self.streams]
-
-    return PlainSGD, BothNodes
+    return PlainSGD, reading_both_ranks(PlainSGD)
 
 
 def _node(node_rank: int, port: int, data, out, log):
