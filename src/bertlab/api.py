@@ -48,7 +48,8 @@ COMMANDS = {
     "notes": (".notes", "run_examples"),
 }
 # what every command reads a model folder with
-LIBRARY = {"load_model": (".interop.load", "load_model"), "LoadedModel": (".interop.folder", "LoadedModel")}
+LIBRARY = {"load_model": (".interop.load", "load_model"), "LoadedModel": (".interop.folder", "LoadedModel"),
+           "export_checkpoint": (".api", "export_checkpoint")}  # `bertlab export --hf`, defined below
 
 
 def python_name(command: str) -> str:
@@ -57,7 +58,7 @@ def python_name(command: str) -> str:
 
 
 _NAMES = {python_name(command): command for command in COMMANDS}
-__all__ = sorted([*_NAMES, *LIBRARY, "export_checkpoint"])
+__all__ = sorted([*_NAMES, *LIBRARY])
 
 
 def export_checkpoint(run: str, out: str, overwrite: bool = False) -> str:
