@@ -9,7 +9,8 @@ PACKAGE = ROOT / "src" / "bertlab"
 
 def _modules(folder, skip=()):
     for path in sorted(folder.rglob("*.py")):
-        if not any(part in skip for part in path.relative_to(folder).parts):
+        # a hidden folder is not ours: benchmarks/.venv-infinity holds infinity's own environment
+        if not any(part in skip or part.startswith(".") for part in path.relative_to(folder).parts):
             yield path, ast.parse(path.read_text(encoding="utf-8"), str(path))
 
 
