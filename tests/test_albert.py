@@ -24,12 +24,7 @@ TINY = dict(vocab_size=99, embedding_size=16, hidden_size=32, num_hidden_layers=
             intermediate_size=37, max_position_embeddings=64)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest's: one torch thread per test
 
 
 def _inputs(vocab_size=99, seed=0):

@@ -26,12 +26,7 @@ GEN = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attenti
                  embedding_size=16, max_position_embeddings=24)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest's: one torch thread per test
 
 
 @pytest.fixture(scope="module")

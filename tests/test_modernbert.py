@@ -21,12 +21,7 @@ HEADS = ["ModernBertModel", "ModernBertForMaskedLM", "ModernBertForSequenceClass
          "ModernBertForTokenClassification"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest's: one torch thread per test
 
 
 def test_rotary_scores_depend_on_the_distance_alone():

@@ -2,7 +2,6 @@
 public Python API where the command prints what a test cannot compare), checked against
 transformers' ModernBERT on the same folder and `tokenizers` on its tokenizer.json."""
 import json
-import time
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ from bertlab.cli import main
 from bertlab.inference.embed import embed_texts
 from bertlab.interop.load import load_model
 from modernbert_fixtures import make_folder
+from test_serve import ready
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -21,12 +21,7 @@ LONG = "the copyright holder may distribute the software under the license"
 PAIR = "free software ||| the quick brown fox jumps over the lazy dog"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest's: one torch thread per test
 
 
 @pytest.fixture(scope="module")
@@ -272,14 +267,6 @@ def test_embed_int8(folder, tmp_path, capsys):
     np.testing.assert_allclose(got, int8, atol=1e-5)
     cosine = (got * fp32).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(fp32, axis=1)
     assert cosine.min() > 0.95 and np.abs(got - fp32).max() > 1e-6
-
-
-def ready(client, timeout=60):
-    deadline = time.monotonic() + timeout
-    while client.get("/readyz").status_code != 200:
-        assert time.monotonic() < deadline, client.get("/readyz").json()
-        time.sleep(0.02)
-    return client
 
 
 @pytest.mark.parametrize("int8", [False, True])

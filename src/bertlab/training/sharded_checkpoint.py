@@ -93,7 +93,9 @@ def _planner():
     from torch.distributed.checkpoint import DefaultLoadPlanner
 
     class Planner(DefaultLoadPlanner):
-        def load_bytes(self, read_item, value):  # DCP's own uses weights_only=False
+        def load_bytes(self, read_item, value):
+            # DCP's DefaultLoadPlanner unpickles these entries with weights_only=False; here only
+            # tensors and plain data are built, so a shared checkpoint cannot run code
             obj = torch.load(value, weights_only=True)
             if self.flatten_state_dict:
                 from torch.distributed.checkpoint._traverse import set_element  # DCP's own helper
