@@ -264,11 +264,12 @@ def test_sop_and_recipes_on_the_command_line(bert_vocab_path, tmp_path, capsys):
     capsys.readouterr()
     assert main([*base, "-o", str(tmp_path / "d"), "--recipe", "roberta", "--mode", "nsp"]) == 2
     assert "--recipe roberta makes --mode full-sentences data, not --mode nsp" in capsys.readouterr().err
-    assert data_settings(None, None, False) == ("nsp", False)
+    assert data_settings(None, None, False) == {"mode": "nsp", "dynamic_masking": False, "masked_lm_prob": 0.15,
+                                                "max_predictions_per_seq": 20}
     with pytest.raises(ValueError, match="was made with --mode sop"):
         training_settings("roberta", meta={"nsp": True, "settings": {"mode": "sop"}}, data="x")
     assert training_settings("albert", {"settings": {"mode": "sop"}}, "x") == \
-        {"preset": "albert-base", "optimizer": "lamb"}
+        {"preset": "albert-base", "optimizer": "lamb", "phase2_rope_theta": None}
     assert training_settings("albert", {"settings": {"mode": "sop"}}, "x", model_given=True)["preset"] is None
 
 

@@ -3,12 +3,14 @@
 import argparse
 import os
 
+from ..pretraining.recipes import RECIPES
 from .args import add_out_argument, fraction, nonnegative_int, positive_fraction, positive_int
 
 EXAMPLE = """examples:
   bertlab create-pretraining-data corpus.txt --vocab vocab -o shards128                  # BERT: NSP pairs
   bertlab create-pretraining-data corpus.txt --vocab vocab -o roberta --recipe roberta   # full sentences, dynamic masks
-  bertlab create-pretraining-data corpus.txt --vocab vocab -o albert --recipe albert     # = --sop: sentence order"""
+  bertlab create-pretraining-data corpus.txt --vocab vocab -o albert --recipe albert     # = --sop: sentence order
+  bertlab create-pretraining-data corpus.txt --vocab vocab -o mb128 --recipe modernbert  # full sentences, 30% masked"""
 
 
 def add_parser(subparsers):
@@ -37,13 +39,17 @@ def add_parser(subparsers):
                             "of whole sentences across documents, masked LM only (default nsp)")
     modes.add_argument("--sop", dest="mode", action="store_const", const="sop",
                        help="the same as --mode sop: sentence-order prediction pairs (ALBERT)")
-    p.add_argument("--recipe", choices=("bert", "roberta", "albert"),
+    p.add_argument("--recipe", choices=RECIPES,
                    help="set the flags of a model's recipe: bert = --mode nsp; roberta = --mode full-sentences "
-                        "--dynamic-masking; albert = --mode sop (docs/models/albert.md); flags given beside it must agree")
+                        "--dynamic-masking; albert = --mode sop (docs/models/albert.md); modernbert = --mode "
+                        "full-sentences --dynamic-masking --masked-lm-prob 0.3 (docs/models/modernbert.md); flags "
+                        "given beside it must agree")
     p.add_argument("--max-seq-length", type=positive_int, default=128,
                    help="pieces per instance, [CLS] and [SEP] included (default 128; at least 5, 3 for full-sentences)")
-    p.add_argument("--max-predictions-per-seq", type=positive_int, default=20, help="1 to 255 (default 20)")
-    p.add_argument("--masked-lm-prob", type=positive_fraction, default=0.15, help="more than 0, at most 1 (default 0.15)")
+    p.add_argument("--max-predictions-per-seq", type=positive_int, default=None,
+                   help="1 to 255 (default 20; with --recipe modernbert 30%% of --max-seq-length)")
+    p.add_argument("--masked-lm-prob", type=positive_fraction, default=None,
+                   help="more than 0, at most 1 (default 0.15; 0.3 with --recipe modernbert)")
     p.add_argument("--short-seq-prob", type=fraction, default=0.1, help="nsp and sop modes only (default 0.1)")
     p.add_argument("--dupe-factor", type=positive_int, default=None,
                    help="times each document is used, with different masks (default 10; 1 with --dynamic-masking)")

@@ -4,12 +4,15 @@ import argparse
 import sys
 
 from ..models.albert_config import ALBERT_PRESETS
+from ..models.modernbert_config import MODERNBERT_PRESETS
+from ..pretraining.recipes import RECIPES
 from .args import (
     add_run_arguments,
     flags_for,
     fraction_below_one,
     nonnegative_float,
     nonnegative_int,
+    positive_float,
     positive_fraction,
     positive_int,
 )
@@ -21,6 +24,7 @@ EXAMPLE = """examples:
   bertlab pretrain --data shards128 --out runs/small --resume      # continue exactly where it stopped
   bertlab pretrain --data albert_shards --out runs/albert --recipe albert   # ALBERT-base, SOP, LAMB
   bertlab pretrain --data albert_shards --out runs/albert --config albert_config.json   # any ALBERT size
+  bertlab pretrain --recipe modernbert --data mb128 --data-512 mb512 --out runs/modernbert   # ModernBERT-small
   bertlab pretrain --objective electra --data shards128 --eval-data heldout128 --out runs/electra --preset small
   bertlab pretrain --data shards64 --out runs/nezha --preset tiny --position-embedding-type nezha
 
@@ -52,17 +56,25 @@ def add_parser(subparsers):
     g.add_argument("--eval-data", metavar="DIR", help="shard folder built from held-out documents")
     g = p.add_argument_group("model (one of)")
     m = g.add_mutually_exclusive_group()
-    m.add_argument("--preset", choices=["tiny", "small", "base", *ALBERT_PRESETS],
+    m.add_argument("--preset", choices=["tiny", "small", "base", *ALBERT_PRESETS, *MODERNBERT_PRESETS],
                    help="tiny (L2 H128), small (L4 H256 A4 I1024; the default) or base (L12 H768); ALBERT: "
                         "albert-base / -large / -xlarge / -xxlarge (E128, one shared layer; 12M/18M/59M/223M "
-                        "parameters at vocabulary 30000); the vocabulary size comes from the data")
-    m.add_argument("--config", metavar="FILE", help="a BERT config.json / bert_config.json, or an ALBERT "
-                   "config.json (model_type \"albert\")")
-    m.add_argument("--init-from", metavar="MODEL_DIR", help="continue pretraining an HF-format BERT or ALBERT folder")
-    g.add_argument("--recipe", choices=["bert", "roberta", "albert"],
+                        "parameters at vocabulary 30000); ModernBERT: modernbert-tiny (L3 H128) or "
+                        "modernbert-small (L6 H256 A4, GeGLU 384: BERT-small's parameter count); the "
+                        "vocabulary size comes from the data")
+    m.add_argument("--config", metavar="FILE", help="a BERT config.json / bert_config.json, or an ALBERT or "
+                   "ModernBERT config.json (model_type \"albert\", \"modernbert\")")
+    m.add_argument("--init-from", metavar="MODEL_DIR",
+                   help="continue pretraining an HF-format BERT, ALBERT or ModernBERT folder")
+    g.add_argument("--recipe", choices=RECIPES,
                    help="check the data was made with `create-pretraining-data --recipe` of the same name and "
                         "set the recipe's training flags: albert = --preset albert-base (unless a model is given) "
-                        "--optimizer lamb; roberta and bert set none (docs/models/albert.md)")
+                        "--optimizer lamb; modernbert = --preset modernbert-small (unless a model is given) "
+                        "--phase2-rope-theta 160000; roberta and bert set none (docs/models/albert.md, "
+                        "docs/models/modernbert.md)")
+    g.add_argument("--phase2-rope-theta", metavar="BASE", type=positive_float,
+                   help="ModernBERT: the rotary base of the global layers from the --data-512 phase on (its "
+                        "long-context phase; ModernBERT's 160000, from 10000 before); the model folder says it")
     g.add_argument("--position-embedding-type", choices=["absolute", "relative_key", "relative_key_query", "nezha"],
                    help="positions: absolute (BERT's learned table), relative_key / relative_key_query (learned "
                         "distances in attention, HF's), nezha (fixed sinusoids of clipped distances, any length); "
@@ -109,9 +121,10 @@ def run(args):
     from ..pretraining.objective import report
     from ..training.distributed import is_main_process
     chosen = recipe_settings(args.recipe, args.data, args.preset, args.optimizer,
-                             model_given=bool(args.config or args.init_from))
+                             model_given=bool(args.config or args.init_from), phase2_rope_theta=args.phase2_rope_theta)
     warmup = args.warmup if args.warmup is not None else max(1, round(0.01 * args.max_steps))
     summary = pretrain_job(**flags_for(pretrain_job, args, ElectraSettings, preset=chosen["preset"],
-                                       optimizer=chosen["optimizer"], warmup=warmup))
+                                       optimizer=chosen["optimizer"], warmup=warmup,
+                                       phase2_rope_theta=chosen["phase2_rope_theta"]))
     if is_main_process():
         print((electra_report if args.objective == "electra" else report)(summary, args.out), file=sys.stderr)

@@ -6,8 +6,10 @@ Our names follow the notes (`attention.qkv`, `feed_forward.intermediate`), HF's 
 (`attn.Wqkv`, `mlp.Wi`); one table maps between them, both ways. HF keeps the encoder of a head
 model under `model.`, ours under `modernbert.`; a bare ModernBertModel has no prefix on either side.
 """
+import json
 import os
 
+from ..io import atomic_write_text
 from ..models.modernbert import (ModernBertForMaskedLM, ModernBertForQuestionAnswering,
                                  ModernBertForSequenceClassification, ModernBertForTokenClassification,
                                  ModernBertModel)
@@ -70,12 +72,21 @@ def hf_config(model) -> dict:
 
 
 def save_modernbert(model, folder, tokenizer=None, extra_config: dict | None = None):
-    """config.json, model.safetensors (and with a tokenizer, tokenizer.json): a folder HF's
-    class of the same name loads with no missing or unexpected keys."""
+    """config.json, model.safetensors (and with a tokenizer, tokenizer.json; for the WordPiece
+    tokenizer of a model bertlab pretrained, vocab.txt and tokenizer_config.json beside it, which
+    bertlab reads): a folder HF's class of the same name, and AutoTokenizer, load with no missing
+    or unexpected keys."""
+    from ..tokenization import BertTokenizer
     if type(model) not in ARCHITECTURES.values():
         raise TypeError(f"save_modernbert: expects one of {sorted(ARCHITECTURES)}, not {type(model).__name__}")
     write_hf_folder(folder, {**hf_config(model), **(extra_config or {})}, hf_state_dict(model))
-    if tokenizer is not None:
+    if isinstance(tokenizer, BertTokenizer):
+        settings = {"tokenizer_class": "BertTokenizer", "unk_token": "[UNK]", "pad_token": "[PAD]",
+                    "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}  # save_pretrained keeps them
+        atomic_write_text(os.path.join(folder, "tokenizer_config.json"), json.dumps(settings) + "\n")
+        tokenizer.save_pretrained(folder)
+        atomic_write_text(os.path.join(folder, "tokenizer.json"), json.dumps(tokenizer.tokenizer_json()) + "\n")
+    elif tokenizer is not None:
         tokenizer.save(folder)
 
 
@@ -140,8 +151,13 @@ def read_modernbert_config(folder) -> tuple[ModernBertConfig, dict]:
 
 
 def load_modernbert_tokenizer(folder, config: ModernBertConfig):
-    """tokenizer.json read by our own byte-level BPE, its vocabulary checked against the config."""
+    """tokenizer.json read by our own byte-level BPE, its vocabulary checked against the config;
+    where the folder holds a WordPiece vocab.txt (a ModernBERT bertlab pretrained, whose
+    tokenizer.json only repeats it for transformers), that; None where it has neither."""
     path = os.path.join(folder, "tokenizer.json")
+    if os.path.exists(os.path.join(folder, "vocab.txt")):
+        from .pretrained import load_tokenizer
+        return load_tokenizer(folder, config=config)
     if not os.path.exists(path):
         return None
     from ..tokenization.tokenizer_json import TokenizerJson

@@ -13,9 +13,9 @@ _EXPORTS = {
     ".electra": ["Electra", "ElectraForMaskedLM", "ElectraForPreTraining"],
     ".gpt": ["GPT"],
     ".gpt_config": ["GPTConfig"],
-    ".modernbert": ["ModernBertForMaskedLM", "ModernBertForQuestionAnswering", "ModernBertForSequenceClassification",
-                    "ModernBertForTokenClassification", "ModernBertModel"],
-    ".modernbert_config": ["ModernBertConfig"],
+    ".modernbert": ["ModernBertForMaskedLM", "ModernBertForPreTraining", "ModernBertForQuestionAnswering",
+                    "ModernBertForSequenceClassification", "ModernBertForTokenClassification", "ModernBertModel"],
+    ".modernbert_config": ["ModernBertConfig", "modernbert_preset"],
 }
 _MODULE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_MODULE)

@@ -2,6 +2,8 @@
 positions (core.rotary), GeGLU feed-forward (core.geglu), pre-LayerNorm without biases
 (core.pre_norm), local attention with a global layer every N (core.sliding_window), and the
 padding packed away (core.unpadded_attention). docs/models/modernbert.md says what each answers."""
+import dataclasses
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -178,6 +180,37 @@ class ModernBertForMaskedLM(nn.Module):
     def mlm(self, sequence_output):
         """Vocabulary logits of encoder outputs (..., hidden): the head, then the tied decoder."""
         return F.linear(self.head(sequence_output), self.embedding_table, self.decoder_bias)
+
+
+class ModernBertForPreTraining(ModernBertForMaskedLM):
+    """ModernBertForMaskedLM called the way pretraining calls BertForPreTraining: (input_ids,
+    token_type_ids, attention_mask, masked_lm_positions) -> (MLM logits at the masked positions,
+    None). ModernBERT trains with no next-sentence task, so there are no pair logits; the weights
+    are ModernBertForMaskedLM's, and `as_masked_lm` hands them out as that class."""
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, masked_lm_positions=None):
+        return super().forward(input_ids, attention_mask, masked_lm_positions), None
+
+    def as_masked_lm(self) -> ModernBertForMaskedLM:
+        model = ModernBertForMaskedLM(self.config, init_weights=False)
+        model.load_state_dict(self.state_dict())
+        return model.to(self.embedding_table.device)
+
+
+def set_global_rope_theta(model, theta: float):
+    """ModernBERT's long-context phase: the global layers' rotary base raised to `theta` (slower
+    turns, so positions far past the first phase's length stay apart), the local layers' kept.
+    `model` is a ModernBertModel or a head model; its config, and its encoder's, say the new base."""
+    encoder = getattr(model, "modernbert", model)
+    old = encoder.config
+    config = dataclasses.replace(old, global_rope_theta=float(theta), local_rope_theta=old.rope_theta(False),
+                                 rope_parameters=None)
+    for layer in encoder.layers:
+        attention = layer.attention
+        if attention.window is None:
+            device = attention.qkv.weight.device
+            attention.rotary = RotaryEmbedding(attention.d_head, config.rope_theta(True)).to(device)
+    encoder.config = model.config = config
 
 
 def pool(config: ModernBertConfig, sequence_output, attention_mask=None):

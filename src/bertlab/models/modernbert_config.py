@@ -9,6 +9,15 @@ from dataclasses import dataclass
 from .config import JsonConfig
 
 POOLINGS = ("cls", "mean")
+# Sizes to pretrain (`bertlab pretrain --preset`), ModernBERT's shape at small scale: deeper and
+# narrower than BERT of the same parameter count, GeGLU 1.5x wide, a global layer every third.
+# modernbert-small (6 layers of 256, GeGLU 384) has BERT-small's parameter count (4 layers of 256,
+# feed-forward 1024, positions, pooler and next-sentence head): 3.41M against 3.42M besides the
+# vocabulary, which both hold once (tied to the masked-LM decoder), plus its output bias.
+MODERNBERT_PRESETS = {
+    "modernbert-tiny": dict(num_hidden_layers=3, hidden_size=128, num_attention_heads=2, intermediate_size=192),
+    "modernbert-small": dict(num_hidden_layers=6, hidden_size=256, num_attention_heads=4, intermediate_size=384),
+}
 LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
@@ -89,3 +98,16 @@ class ModernBertConfig(JsonConfig):
         if hf:
             d["model_type"] = "modernbert"
         return d
+
+
+def modernbert_preset(name: str, vocab) -> ModernBertConfig:
+    """A MODERNBERT_PRESETS size for a WordPiece vocabulary (a tokenization.Vocab): its size, and its
+    [PAD], [CLS] and [SEP] as the padding, start and end tokens. The first phase's rotary base is
+    10,000 in every layer (ModernBERT's; set_global_rope_theta raises the global layers' for the
+    long-context phase)."""
+    if name not in MODERNBERT_PRESETS:
+        raise ValueError(f"unknown ModernBERT preset {name!r}; choose one of {sorted(MODERNBERT_PRESETS)}")
+    pad, cls, sep = (vocab.special_id(token, f"preset {name}") for token in ("[PAD]", "[CLS]", "[SEP]"))
+    return ModernBertConfig(**MODERNBERT_PRESETS[name], vocab_size=len(vocab), pad_token_id=pad,
+                            cls_token_id=cls, bos_token_id=cls, sep_token_id=sep, eos_token_id=sep, global_rope_theta=10000.0,
+                            local_rope_theta=10000.0)

@@ -281,8 +281,8 @@ class CreatedData:
 
 def create_pretraining_data_job(files: list[str], out: str, vocab: str, *, do_lower_case: bool | None = None,
                                 recipe: str | None = None, mode: str | None = None, dynamic_masking: bool = False,
-                                max_seq_length: int = 128, max_predictions_per_seq: int = 20,
-                                masked_lm_prob: float = 0.15, short_seq_prob: float = 0.1,
+                                max_seq_length: int = 128, max_predictions_per_seq: int | None = None,
+                                masked_lm_prob: float | None = None, short_seq_prob: float = 0.1,
                                 dupe_factor: int | None = None, do_whole_word_mask: bool = False,
                                 masking: str = "token", chinese_ref: list[str] | None = None, jieba: bool = False,
                                 seed: int = 12345, workers: int = 1, chunk_docs: int = 2000,
@@ -290,10 +290,13 @@ def create_pretraining_data_job(files: list[str], out: str, vocab: str, *, do_lo
                                 resume: bool = False, progress: bool = True) -> CreatedData:
     """`bertlab create-pretraining-data` with explicit arguments: the recipe's mode and masking
     (pretraining.recipes), the tokenizer of `vocab`, then create_pretraining_data. dupe_factor
-    defaults to 10, 1 with dynamic masking; Chinese whole-word masking comes from `chinese_ref`
-    files, jieba, or ERNIE masking."""
+    defaults to 10, 1 with dynamic masking; masked_lm_prob to 0.15 and max_predictions_per_seq to
+    20 (google's), or the recipe's; Chinese whole-word masking comes from `chinese_ref` files,
+    jieba, or ERNIE masking."""
     from .recipes import data_settings
-    mode, dynamic = data_settings(recipe, mode, dynamic_masking)
+    chosen = data_settings(recipe, mode, dynamic_masking, masked_lm_prob, max_predictions_per_seq, max_seq_length)
+    mode, dynamic = chosen["mode"], chosen["dynamic_masking"]
+    masked_lm_prob, max_predictions_per_seq = chosen["masked_lm_prob"], chosen["max_predictions_per_seq"]
     tokenizer = load_vocab_tokenizer(vocab, do_lower_case)
     chinese = "ref" if chinese_ref else "jieba" if jieba or masking == "ernie" else None
     options = InstanceOptions(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob,

@@ -5,7 +5,7 @@ import os
 
 from ..interop.pretrained import read_config, resolve
 from ..io import read_json
-from ..models import AlbertConfig, BertConfig
+from ..models import AlbertConfig, BertConfig, ModernBertConfig
 from ..training.checkpoint import check_resume
 from .objective import PretrainSettings, open_shards, preset_config, train_pretraining
 
@@ -13,36 +13,47 @@ OBJECTIVES = ("bert", "electra", "unilm")
 
 
 def pretraining_config(data, preset=None, config=None, init_from=None, position_embedding_type=None) -> BertConfig:
-    """The model: `init_from`'s (a BERT or ALBERT folder or name), the `config` file's (config.json /
-    bert_config.json; model_type "albert" gives an AlbertConfig), or the `preset` (default small;
-    albert-base etc. for ALBERT) sized to the vocabulary of the shards `data`; `position_embedding_type`
+    """The model: `init_from`'s (a BERT, ALBERT or ModernBERT folder or name), the `config` file's
+    (config.json / bert_config.json; model_type "albert" or "modernbert" gives that config), or the
+    `preset` (default small; albert-base etc. for ALBERT, modernbert-small etc.) sized to the
+    vocabulary of the shards `data`; `position_embedding_type`
     (absolute, relative_key, relative_key_query, nezha) replaces theirs."""
     if init_from:
         folder = resolve(init_from)
-        if _model_type(os.path.join(folder, "config.json")) == "albert":
+        kind = _model_type(os.path.join(folder, "config.json"))
+        if kind == "albert":
             chosen = AlbertConfig.from_json_file(os.path.join(folder, "config.json"))
+        elif kind == "modernbert":
+            from ..interop.hf_modernbert import read_modernbert_config
+            chosen = read_modernbert_config(folder)[0]
         else:
             chosen = read_config(folder)
-        if position_embedding_type and position_embedding_type != chosen.position_embedding_type:
+        if position_embedding_type and position_embedding_type != getattr(chosen, "position_embedding_type", None):
             raise ValueError(f"--init-from {init_from}: its position_embedding_type is "
-                             f"{chosen.position_embedding_type!r}; its weights cannot continue as {position_embedding_type!r}")
+                             f"{getattr(chosen, 'position_embedding_type', 'rotary')!r}; its weights cannot continue "
+                             f"as {position_embedding_type!r}")
         return chosen
     if config:
         if not os.path.exists(config):
             raise FileNotFoundError(f"--config {config}: no such file")
-        chosen = (AlbertConfig if _model_type(config) == "albert" else BertConfig).from_json_file(config)
+        kind = _model_type(config)
+        chosen = {"albert": AlbertConfig, "modernbert": ModernBertConfig}.get(kind, BertConfig).from_json_file(config)
     else:
-        chosen = preset_config(preset or "small", open_shards(data, "--data").meta["vocab_size"])
+        shards = open_shards(data, "--data")
+        chosen = preset_config(preset or "small", shards.meta["vocab_size"], vocab=shards.vocab)
+    if position_embedding_type and isinstance(chosen, ModernBertConfig):
+        raise ValueError(f"--position-embedding-type {position_embedding_type}: ModernBERT's positions are rotary")
     if position_embedding_type:
         chosen = dataclasses.replace(chosen, position_embedding_type=position_embedding_type)
     return chosen
 
 
-def recipe_settings(recipe, data, preset=None, optimizer=None, model_given=False) -> dict:
-    """{"preset", "optimizer"} of a named recipe (recipes.py) for the shards `data`, checked against them."""
+def recipe_settings(recipe, data, preset=None, optimizer=None, model_given=False, phase2_rope_theta=None) -> dict:
+    """{"preset", "optimizer", "phase2_rope_theta"} of a named recipe (recipes.py) for the shards
+    `data`, checked against them."""
     from .recipes import training_settings
     meta = open_shards(data, "--data").meta if recipe else {}
-    return training_settings(recipe, meta, data, preset, optimizer, model_given)
+    return training_settings(recipe, meta, data, preset, optimizer, model_given, phase2_rope_theta)
 
 
 def _model_type(path) -> str | None:
@@ -99,23 +110,30 @@ def export_pretraining_checkpoint(run: str, out: str, overwrite: bool = False, s
     """The HF-format model folder a `bertlab pretrain` run writes at its end (OUT/model), made now
     from the run's last checkpoint, one file or sharded: the config and weights it holds, the
     tokenizer of the data it was reading (bertlab export --hf)."""
-    from ..interop.hf_albert import save_albert
-    from ..interop.hf_bert import save_pretrained
     from ..io import claim_output_folder
-    from ..models import AlbertForPreTraining, BertForPreTraining
-    from ..training.checkpoint import checkpoint_model
-    from .objective import _tokenizer, is_albert
+    from ..models import AlbertForPreTraining, BertForPreTraining, ModernBertForPreTraining
+    from ..models.modernbert import set_global_rope_theta
+    from ..training.checkpoint import checkpoint_model, read_checkpoint
+    from .objective import _tokenizer, is_albert, phase_switch, save_model_folder
 
     def build(extra):
-        settings = extra["settings"]
+        settings, fields = extra["settings"], extra["model"]
         if settings.get("span_boundary") or "disc_weight" in settings:
-            raise ValueError(f"{run}: a span-boundary or ELECTRA run; export --hf takes BERT and ALBERT "
-                             "pretraining runs (their OUT/model is written when the run ends)")
-        config = (AlbertConfig if "embedding_size" in extra["model"] else BertConfig).from_dict(extra["model"])
+            raise ValueError(f"{run}: a span-boundary or ELECTRA run; export --hf takes BERT, ALBERT and "
+                             "ModernBERT pretraining runs (their OUT/model is written when the run ends)")
+        if "global_rope_theta" in fields:
+            return ModernBertForPreTraining(ModernBertConfig.from_dict(fields), init_weights=False)
+        config = (AlbertConfig if "embedding_size" in fields else BertConfig).from_dict(fields)
         return (AlbertForPreTraining if is_albert(config) else BertForPreTraining)(config)
 
+    state = state if state is not None else read_checkpoint(os.path.join(run, "checkpoint.pt"))
     model, extra = checkpoint_model(run, build, state)
-    data = open_shards(extra["settings"]["data"], "--data")
+    settings = extra["settings"]
+    theta = settings.get("phase2_rope_theta")
+    if theta and settings.get("data_512") and settings.get("phase2_fraction"):
+        if state["step"] >= phase_switch(settings["max_steps"], settings["phase2_fraction"]):
+            set_global_rope_theta(model, theta)  # the checkpoint's weights were trained in the long-context phase
+    data = open_shards(settings["data"], "--data")
     claim_output_folder(out, MODEL_FOLDER_FILES, overwrite, what="a model folder", command="export")
-    (save_albert if is_albert(model.config) else save_pretrained)(model, out, _tokenizer(data))
+    save_model_folder(model, out, _tokenizer(data))
     return out

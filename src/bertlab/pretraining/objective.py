@@ -8,6 +8,7 @@ and biases, eps 1e-6), held-out evaluation, per-step MLM/NSP losses, the real (u
 counts and the final model in HF format. fit() owns the loop: accumulation, clipping, the linear
 warmup/decay schedule, precision, torchrun, budgets, exact resume, metrics and summary.
 """
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -15,9 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import validate
-from ..models import AlbertConfig, AlbertForPreTraining, BertConfig, BertForPreTraining
+from ..models import AlbertConfig, AlbertForPreTraining, BertConfig, BertForPreTraining, ModernBertConfig
 from ..models.albert_config import ALBERT_PRESETS, albert_preset
+from ..models.modernbert_config import MODERNBERT_PRESETS, modernbert_preset
 from ..models.losses import pretraining_loss
+from ..models.modernbert import ModernBertForPreTraining, set_global_rope_theta
 from ..models.span_boundary import BertForSpanBoundaryPreTraining
 from ..training.checkpoint import expect_fields
 from ..training.data_order import DataOrder
@@ -35,17 +38,31 @@ PRESETS = {"tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_head
 OPTIMIZERS = ("adamw", "lamb")
 
 
-def preset_config(name: str, vocab_size: int, **overrides) -> BertConfig:
-    """A BERT preset (PRESETS) or an ALBERT one (models.albert_config.ALBERT_PRESETS: an AlbertConfig)."""
+def preset_config(name: str, vocab_size: int, vocab=None, **overrides) -> BertConfig | ModernBertConfig:
+    """A BERT preset (PRESETS), an ALBERT one (models.albert_config.ALBERT_PRESETS: an AlbertConfig)
+    or a ModernBERT one (models.modernbert_config.MODERNBERT_PRESETS: a ModernBertConfig, whose
+    special token ids come from `vocab`, the data's tokenization.Vocab)."""
     if name in ALBERT_PRESETS:
         return albert_preset(name, vocab_size=vocab_size, **overrides)
+    if name in MODERNBERT_PRESETS:
+        if vocab is None or len(vocab) != vocab_size:
+            raise ValueError(f"preset {name}: give the vocabulary of {vocab_size} tokens (its special token ids)")
+        return dataclasses.replace(modernbert_preset(name, vocab), **overrides)
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS) + sorted(ALBERT_PRESETS)}")
+        raise ValueError(f"unknown preset {name!r}; choose one of {preset_names()}")
     return BertConfig(**{**PRESETS[name], "vocab_size": vocab_size, **overrides})
+
+
+def preset_names() -> list[str]:
+    return sorted(PRESETS) + sorted(ALBERT_PRESETS) + sorted(MODERNBERT_PRESETS)
 
 
 def is_albert(config: BertConfig) -> bool:
     return isinstance(config, AlbertConfig)
+
+
+def is_modernbert(config) -> bool:
+    return isinstance(config, ModernBertConfig)
 
 
 @dataclass(kw_only=True)
@@ -61,6 +78,7 @@ class PretrainSettings(RunSettings):
     init_from: str | None = None       # HF-format BERT folder whose weights start the run
     optimizer: str = "adamw"
     span_boundary: bool = False        # SpanBERT's span-boundary objective (data made with --masking span)
+    phase2_rope_theta: float | None = None  # ModernBERT: the global layers' rotary base from phase 2 on
     warmup: int = 100
     save_every: int = 500
 
@@ -68,7 +86,8 @@ class PretrainSettings(RunSettings):
         v = validate
         return {**super().checks(), "max_steps": v.positive_int, "eval_every": v.positive_int,
                 "save_every": v.positive_int, "phase2_fraction": v.fraction,
-                "phase2_batch_size": optional(v.positive_int), "eval_instances": optional(v.positive_int)}
+                "phase2_batch_size": optional(v.positive_int), "eval_instances": optional(v.positive_int),
+                "phase2_rope_theta": optional(v.positive_float)}
 
     def __post_init__(self):
         super().__post_init__()
@@ -76,6 +95,9 @@ class PretrainSettings(RunSettings):
             raise ValueError("phase2_fraction 1.0: must be less than 1 (the share of steps read from data_512)")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.optimizer!r}; choose one of {OPTIMIZERS}")
+        if self.phase2_rope_theta is not None and not is_modernbert(self.model):
+            raise ValueError("phase2_rope_theta is the rotary base of ModernBERT's long-context phase; "
+                             f"this model is a {type(self.model).__name__} (choose a modernbert preset)")
 
 
 def make_optimizer(model, name: str, lr: float, weight_decay: float):
@@ -105,10 +127,15 @@ def open_data(folder, config: BertConfig, what: str) -> PretrainingData:
     if meta["vocab_size"] != config.vocab_size:
         raise ValueError(f"{what} {folder}: its instances use a {meta['vocab_size']}-token vocabulary but the "
                          f"model has vocab_size={config.vocab_size}; train with the vocabulary the data was made with")
-    if meta["max_seq_length"] > config.max_position_embeddings and config.position_embedding_type != "nezha":
+    positions = getattr(config, "position_embedding_type", "rotary")
+    if meta["max_seq_length"] > config.max_position_embeddings and positions != "nezha":
         raise ValueError(f"{what} {folder}: instances of {meta['max_seq_length']} tokens exceed the model's "
                          f"max_position_embeddings={config.max_position_embeddings} (position_embedding_type "
-                         f"{config.position_embedding_type}; nezha has no such limit)")
+                         f"{positions}; nezha has no such limit)")
+    if is_modernbert(config) and meta["nsp"]:
+        raise ValueError(f"{what} {folder}: holds sentence pairs for a next-sentence (or sentence-order) task, "
+                         "which ModernBERT does not train; make the data with `bertlab create-pretraining-data "
+                         "--recipe modernbert` (or --mode full-sentences)")
     return data
 
 
@@ -171,15 +198,20 @@ class MaskedLMPretraining(Objective):
             _check_same_vocab(self.phases[0].data, self.eval_data)
             self.eval_masks = DynamicMasks(self.eval_data) if self.eval_data.dynamic else None
             self.baseline = most_frequent_token_baseline(self.phases[0].data, self.eval_data, s.eval_instances)
-        self.find_unused_parameters = not all(p.nsp for p in self.phases)  # MLM only: the NSP head gets no gradient
+        # MLM only: a BERT's NSP head gets no gradient (ModernBERT has none)
+        self.find_unused_parameters = not is_modernbert(s.model) and not all(p.nsp for p in self.phases)
         self.current, self.parts, self.tokens = self.phases[0], [], 0
         return self.build_model().to(run.device)
 
     def build_model(self):
-        """BertForPreTraining (ALBERT's, or with SpanBERT's span-boundary head), from --init-from's
-        weights where given (ELECTRA builds its pair instead)."""
+        """BertForPreTraining (ALBERT's, ModernBERT's masked LM, or BERT with SpanBERT's span-boundary
+        head), from --init-from's weights where given (ELECTRA builds its pair instead)."""
         s = self.s
-        if s.span_boundary:
+        if is_modernbert(s.model):
+            if s.span_boundary:
+                raise ValueError("--span-boundary adds SpanBERT's head to a BERT model; ModernBERT has none")
+            model = ModernBertForPreTraining(s.model)
+        elif s.span_boundary:
             if is_albert(s.model):
                 raise ValueError("--span-boundary adds SpanBERT's head to a BERT model; ALBERT has none")
             for phase in self.phases:
@@ -200,7 +232,7 @@ class MaskedLMPretraining(Objective):
             return [Phase(1, first, 0, s.max_steps, s.batch_size, s.seed, run)]
         second = open_data(s.data_512, s.model, "--data-512")
         _check_same_vocab(first, second)
-        switch = s.max_steps - max(1, round(s.max_steps * s.phase2_fraction))
+        switch = phase_switch(s.max_steps, s.phase2_fraction)
         return [Phase(1, first, 0, switch, s.batch_size, s.seed, run),
                 Phase(2, second, switch, s.max_steps, s.phase2_batch_size or s.batch_size, s.seed, run)]
 
@@ -208,9 +240,14 @@ class MaskedLMPretraining(Objective):
         from ..interop.folder import read_state_dict
         from ..interop.hf_albert import load_albert_state
         from ..interop.hf_bert import init_from_state_dict
+        from ..interop.hf_modernbert import load_state
         state = read_state_dict(folder)
-        report = load_albert_state(model, state, folder, strict=False) if is_albert(self.s.model) \
-            else init_from_state_dict(model, state)
+        if is_modernbert(self.s.model):
+            report = load_state(model, state, folder)
+        elif is_albert(self.s.model):
+            report = load_albert_state(model, state, folder, strict=False)
+        else:
+            report = init_from_state_dict(model, state)
         if report.mismatched:
             raise ValueError(f"--init-from {folder}: " + str(report))
         if self.run.is_main:
@@ -221,6 +258,9 @@ class MaskedLMPretraining(Objective):
 
     def micro_batches(self, k):
         self.current = next(p for p in self.phases if p.first <= self.run.step < p.last)
+        theta = self.s.phase2_rope_theta
+        if theta and self.current.number == 2 and self.run.model.config.rope_theta(True) != theta:
+            set_global_rope_theta(self.run.model, theta)  # the long-context phase (on resume, too)
         return super().micro_batches(k)
 
     def next_batch(self):
@@ -255,7 +295,7 @@ class MaskedLMPretraining(Objective):
         num_hidden_layers / num_hidden_groups times, so the repeats are added."""
         from ..training.flops import transformer_flops_per_token
         c, flops = self.s.model, super().flops_per_unit(model)
-        repeats = c.num_hidden_layers / (c.num_hidden_groups or c.num_hidden_layers) - 1
+        repeats = c.num_hidden_layers / (getattr(c, "num_hidden_groups", None) or c.num_hidden_layers) - 1
         if flops is None or not repeats:
             return flops
         return flops + repeats * transformer_flops_per_token(model.bert.layers, self.context_length())
@@ -311,17 +351,30 @@ class MaskedLMPretraining(Objective):
 
     def export(self, run, model, summary):
         """OUT/model in HF format, with the tokenizer the data was made with."""
-        from ..interop.hf_albert import save_albert
-        from ..interop.hf_bert import save_pretrained
-        model = model.pretraining if self.s.span_boundary else model  # the SBO head serves pretraining only
-        save = save_albert if is_albert(self.s.model) else save_pretrained
-        save(model, os.path.join(self.s.out, "model"), _tokenizer(self.phases[0].data))
+        save_model_folder(model.pretraining if self.s.span_boundary else model,  # the SBO head serves pretraining only
+                          os.path.join(self.s.out, "model"), _tokenizer(self.phases[0].data))
 
     def curves(self, records, out, title):
         c = self.s.model
+        family = "ALBERT" if is_albert(c) else "ModernBERT" if is_modernbert(c) else "BERT"
         plot_pretraining_curves(records, os.path.join(out, "curves.png"),
-                                title=f"{'ALBERT' if is_albert(c) else 'BERT'} L{c.num_hidden_layers}/H{c.hidden_size}, "
-                                      f"{self.s.optimizer}")
+                                title=f"{family} L{c.num_hidden_layers}/H{c.hidden_size}, {self.s.optimizer}")
+
+
+def save_model_folder(model, folder, tokenizer):
+    """The HF-format folder of a pretrained model: BERT's and ALBERT's with vocab.txt, ModernBERT's
+    as ModernBertForMaskedLM (its config says the rotary bases the weights were last trained with)."""
+    from ..interop.hf_albert import save_albert
+    from ..interop.hf_bert import save_pretrained
+    from ..interop.hf_modernbert import save_modernbert
+    if isinstance(model, ModernBertForPreTraining):
+        return save_modernbert(model.as_masked_lm(), folder, tokenizer)
+    return (save_albert if is_albert(model.config) else save_pretrained)(model, folder, tokenizer)
+
+
+def phase_switch(max_steps: int, phase2_fraction: float) -> int:
+    """The first step of the second phase (--data-512): the last `phase2_fraction` of the steps, one at least."""
+    return max_steps - max(1, round(max_steps * phase2_fraction))
 
 
 def _check_same_vocab(a: PretrainingData, b: PretrainingData):

@@ -97,6 +97,36 @@ class BertTokenizer:
             do_lower_case = settings.get("do_lower_case", True)
         return cls(folder / VOCAB_FILE, do_lower_case, never_split=settings.get("never_split", []), **kwargs)
 
+    def tokenizer_json(self) -> dict:
+        """This tokenizer in the `tokenizers` library's tokenizer.json format (WordPiece model, BERT
+        normalizer and pre-tokenizer, [CLS] A [SEP] B [SEP] template): what transformers 5's
+        AutoTokenizer needs to read a ModernBERT folder, which it will not read from vocab.txt."""
+        vocab = self._vocab.token_to_id
+        specials = [t for t in (PAD, UNK, CLS, SEP, MASK, *self._never_split) if t in vocab]
+        added = [{"id": vocab[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                  "normalized": False, "special": True} for t in dict.fromkeys(specials)]
+
+        def special(token, type_id):
+            return {"SpecialToken": {"id": token, "type_id": type_id}}
+
+        def sequence(name, type_id):
+            return {"Sequence": {"id": name, "type_id": type_id}}
+        lower = self._basic.do_lower_case
+        return {
+            "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+            "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                           "strip_accents": None, "lowercase": lower},
+            "pre_tokenizer": {"type": "BertPreTokenizer"},
+            "post_processor": {
+                "type": "TemplateProcessing",
+                "single": [special(CLS, 0), sequence("A", 0), special(SEP, 0)],
+                "pair": [special(CLS, 0), sequence("A", 0), special(SEP, 0), sequence("B", 1), special(SEP, 1)],
+                "special_tokens": {t: {"id": t, "ids": [vocab[t]], "tokens": [t]} for t in (CLS, SEP)}},
+            "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+            "model": {"type": "WordPiece", "unk_token": UNK, "continuing_subword_prefix": "##",
+                      "max_input_chars_per_word": self._wordpiece.max_input_chars_per_word, "vocab": vocab},
+        }
+
     def save_pretrained(self, folder: str | os.PathLike) -> None:
         """Write ``vocab.txt`` and set ``do_lower_case`` in ``tokenizer_config.json`` (other keys
         already in that file are kept)."""
