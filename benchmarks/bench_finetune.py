@@ -66,6 +66,7 @@ from bertlab.finetune import metrics  # noqa: E402
 from bertlab.finetune.classification import SequenceClassificationTask  # noqa: E402
 from bertlab.finetune.entities import entity_scores  # noqa: E402
 from bertlab.interop.finetuned import load_finetuned  # noqa: E402
+from bertlab.finetune.tasks import task_from_state  # noqa: E402
 from bertlab.finetune.ner import TokenClassificationTask  # noqa: E402
 from bertlab.finetune.setup import load_base_model  # noqa: E402
 from bertlab.finetune.squad import QuestionAnsweringTask  # noqa: E402
@@ -138,7 +139,8 @@ def run_bertlab(folder, out, epochs, evaluate=True, lr=5e-5, batch=32, seed=0, g
     result = {"seconds": seconds, "examples_per_s": len(train) * epochs / seconds, "dev": summary.get("dev"),
               "train_steps_examples_per_s": summary["train_examples_per_s"]}  # steps only, no tokenizing/saving
     if evaluate:
-        task, model, tokenizer = load_finetuned(os.path.join(out, "model"))
+        loaded = load_finetuned(os.path.join(out, "model"))
+        task, model, tokenizer = task_from_state(loaded), loaded.model, loaded.tokenizer
         test = task.read(test_file)
         features = task.featurize(test, tokenizer)
         outputs = predict_outputs(task, model, features, tokenizer.pad_token_id)

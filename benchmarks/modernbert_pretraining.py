@@ -17,7 +17,9 @@ held out) with one 2,000-piece WordPiece vocabulary, each by its own recipe, eve
 Both: batch 32, AdamW at the same peak rate, warmup 1% then linear decay, the last 10% of the
 steps on 256-piece instances (phase 2), the rest on 128. "The same wall time": each side's step
 time is measured first (a short run of its own), and its step count set so its whole schedule
-fits --minutes; the training seconds each side really took are reported beside the scores.
+fits --minutes; the training seconds each side really took are reported beside the scores. By
+default the two sides run at the same time, one process each (--threads each), so a machine's
+other load falls on both alike; --one-at-a-time runs them in turn.
 
 Scored on the same yardsticks: held-out masked-LM loss and accuracy on the held-out documents made
 into whole-sentence instances with 15% of the pieces masked once (neither side's training format
@@ -38,14 +40,23 @@ SIDES = {"bert": {"recipe": "bert", "preset": "small"},
          "modernbert": {"recipe": "modernbert", "preset": "modernbert-small"}}
 
 
-def bertlab(args, threads, quiet=True):
+def bertlab(args, threads):
+    """Run one bertlab command to its end (an error stops the benchmark with its stderr)."""
+    return wait(start(args, threads))
+
+
+def start(args, threads):
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    command = [sys.executable, "-m", "bertlab", *args]
     print("$ bertlab " + " ".join(args), flush=True)
-    done = subprocess.run(command, env=env, capture_output=quiet, text=True)
-    if done.returncode:
-        raise SystemExit(f"bertlab {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
-    return done
+    return args, subprocess.Popen([sys.executable, "-m", "bertlab", *args], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+
+
+def wait(started):
+    args, process = started
+    _, stderr = process.communicate()
+    if process.returncode:
+        raise SystemExit(f"bertlab {' '.join(args)} failed ({process.returncode}):\n{stderr}")
 
 
 def make_data(out, threads, vocab_size):
@@ -68,7 +79,7 @@ def make_data(out, threads, vocab_size):
     return folders
 
 
-def pretrain(side, folders, out, steps, a, minutes=None):
+def pretrain_args(side, folders, out, steps, a, minutes=None):
     args = ["pretrain", "--recipe", SIDES[side]["recipe"], "--preset", SIDES[side]["preset"],
             "--data", folders[side, 128], "--data-512", folders[side, 256], "--phase2-fraction", "0.1",
             "--batch-size", str(a.batch_size), "--lr", str(a.lr), "--max-steps", str(steps),
@@ -76,9 +87,25 @@ def pretrain(side, folders, out, steps, a, minutes=None):
             "--precision", "fp32", "-o", out, "--overwrite", "--quiet"]
     if minutes is not None:
         args += ["--eval-data", folders["eval"], "--max-minutes", f"{minutes:.2f}"]
-    bertlab(args, a.threads)
+    return args
+
+
+def read_summary(out):
     with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
         return json.load(f)
+
+
+def pretrain_sides(sides, folders, out, steps, a, minutes=None) -> dict:
+    """{side: summary} of one pretraining run per side, all at once or one at a time."""
+    runs = {side: pretrain_args(side, folders, os.path.join(a.out, out.format(side=side)), steps[side], a, minutes)
+            for side in sides}
+    if a.one_at_a_time:
+        for args in runs.values():
+            bertlab(args, a.threads)
+    else:
+        for started in [start(args, a.threads) for args in runs.values()]:
+            wait(started)
+    return {side: read_summary(os.path.join(a.out, out.format(side=side))) for side in sides}
 
 
 def finetune(model, out, a):
@@ -116,22 +143,24 @@ def main():
     parser.add_argument("--finetune-lr", type=float, default=1e-4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sides", default="modernbert,bert")
+    parser.add_argument("--one-at-a-time", action="store_true", help="the sides in turn, not side by side")
     a = parser.parse_args()
     os.makedirs(a.out, exist_ok=True)
     started = time.time()
     folders = make_data(a.out, a.threads, a.vocab_size)
-    results = []
-    for side in a.sides.split(","):
-        calibration = pretrain(side, folders, os.path.join(a.out, f"{side}-calibration"), a.calibration_steps, a)
-        per_step = calibration["seconds"] / calibration["steps"]
-        # phase 2's instances are twice as long: its tenth of the steps costs about twice as much
-        steps = max(10, int(a.minutes * 60 / (per_step * 1.1)))
-        run = os.path.join(a.out, side)
-        summary = pretrain(side, folders, run, steps, a, minutes=a.minutes * 1.25)
+    print(f"data made in {(time.time() - started) / 60:.1f} min", flush=True)
+    results, sides = [], a.sides.split(",")
+    calibration = pretrain_sides(sides, folders, "{side}-calibration", dict.fromkeys(sides, a.calibration_steps), a)
+    # phase 2's instances are twice as long: its tenth of the steps costs about twice as much
+    steps = {side: max(10, int(a.minutes * 60 / (c["seconds"] / c["steps"] * 1.1))) for side, c in calibration.items()}
+    summaries = pretrain_sides(sides, folders, "{side}", steps, a, minutes=a.minutes * 1.25)
+    for side in sides:
+        summary, run = summaries[side], os.path.join(a.out, side)
         count, table = parameters(side, folders)
         result = {"side": side, "recipe": SIDES[side]["recipe"], "preset": SIDES[side]["preset"],
                   "parameters": count, "parameters_besides_vocabulary": count - table, "steps": summary["steps"],
-                  "planned_steps": steps, "train_seconds": summary["seconds"], "real_tokens": summary["real_tokens"],
+                  "planned_steps": steps[side], "train_seconds": summary["seconds"],
+                  "real_tokens": summary["real_tokens"],
                   "stopped_by_time": summary["stopped_by_time"],
                   "held_out_mlm_loss": summary["held_out"]["mlm_loss"],
                   "held_out_mlm_accuracy": summary["held_out"]["mlm_accuracy"],

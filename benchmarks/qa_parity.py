@@ -151,13 +151,15 @@ def decoders(data, out, a) -> list[dict]:
     import torch
 
     from bertlab.interop.finetuned import load_finetuned
+    from bertlab.finetune.tasks import task_from_state
     from bertlab.finetune.squad_metrics import squad_evaluate
     from bertlab.finetune.objective import predict_outputs
     from bertlab.inference.qa import QaSettings, answer_questions
     torch.set_num_threads(a.threads)
     rows = []
     for seed in (int(s) for s in a.seeds.split(",")):
-        task, model, tokenizer = load_finetuned(os.path.join(out, f"bertlab{seed}", "model"))
+        loaded = load_finetuned(os.path.join(out, f"bertlab{seed}", "model"))
+        task, model, tokenizer = task_from_state(loaded), loaded.model, loaded.tokenizer
         examples = task.read(f"{data}/test.json")
         features = task.featurize(examples, tokenizer)
         outputs = predict_outputs(task, model, features, tokenizer.pad_token_id)
