@@ -109,5 +109,5 @@ def modernbert_preset(name: str, vocab) -> ModernBertConfig:
         raise ValueError(f"unknown ModernBERT preset {name!r}; choose one of {sorted(MODERNBERT_PRESETS)}")
     pad, cls, sep = (vocab.special_id(token, f"preset {name}") for token in ("[PAD]", "[CLS]", "[SEP]"))
     return ModernBertConfig(**MODERNBERT_PRESETS[name], vocab_size=len(vocab), pad_token_id=pad,
-                            cls_token_id=cls, bos_token_id=cls, sep_token_id=sep, eos_token_id=sep, global_rope_theta=10000.0,
-                            local_rope_theta=10000.0)
+                            cls_token_id=cls, bos_token_id=cls, sep_token_id=sep, eos_token_id=sep,
+                            global_rope_theta=10000.0, local_rope_theta=10000.0)
