@@ -462,6 +462,63 @@ def test_distill_between_bert_and_modernbert_is_refused(folder, tmp_path, capsys
         assert not out.exists()
 
 
+def wordpiece_bert_and_modernbert(root):
+    """A tiny BERT folder and a tiny ModernBERT folder of one WordPiece vocabulary, the ModernBERT
+    written as `pretrain --recipe modernbert` writes it (vocab.txt beside tokenizer.json)."""
+    from bertlab import BertConfig, BertModel, BertTokenizer, save_pretrained
+    from bertlab.interop.hf_modernbert import save_modernbert
+    from bertlab.models.modernbert import ModernBertForMaskedLM
+    from bertlab.models.modernbert_config import ModernBertConfig
+    words = sorted({w for row in ROWS for text in row[:2] for w in text.split()})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    tokenizer = BertTokenizer({t: i for i, t in enumerate(vocab)})
+    torch.manual_seed(0)
+    bert, modern = root / "bert", root / "modernbert"
+    save_pretrained(BertModel(BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                                         num_attention_heads=4, intermediate_size=40)), bert, tokenizer)
+    config = ModernBertConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=40, num_hidden_layers=2,
+                              num_attention_heads=4, local_attention=6, global_attn_every_n_layers=2,
+                              max_position_embeddings=64, pad_token_id=0, cls_token_id=2, sep_token_id=3,
+                              bos_token_id=2, eos_token_id=3)
+    save_modernbert(ModernBertForMaskedLM(config), modern, tokenizer)
+    return bert, modern
+
+
+@pytest.mark.parametrize("teacher_kind", ["bert", "modernbert"])
+def test_distill_between_bert_and_modernbert_of_one_wordpiece_vocabulary(tmp_path, capsys, teacher_kind):
+    """A BERT and a ModernBERT that read text with the same WordPiece vocabulary distil into each
+    other, either way round, on all three terms; the student is a folder of its own family that
+    predict reads. A student of another vocabulary is still refused (check_same_vocabulary)."""
+    bert, modern = wordpiece_bert_and_modernbert(tmp_path)
+    teacher_base, student = (bert, modern) if teacher_kind == "bert" else (modern, bert)
+    table = tmp_path / "train.tsv"
+    table.write_text("sentence\tlabel\n" + "".join(f"{a}\t{label}\n" for a, _, label in ROWS), encoding="utf-8")
+    teacher = finetune(teacher_base, tmp_path / "teacher", "--task", "classify", "--train", table)
+    out = tmp_path / "student"
+    code = main(["distill", "--teacher", str(teacher), "--student", str(student), "--train", str(table), "--dev",
+                 str(table), "--lr", "3e-3", "--epochs", "2", "--batch-size", "3", "--device", "cpu", "--quiet",
+                 "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    train = [r for r in map(json.loads, open(out / "metrics.jsonl")) if r["kind"] == "train"]
+    assert len(train) == 4 and all({"soft_loss", "hard_loss", "cos_loss"} <= set(r) for r in train)
+    loaded = load_model(out / "model")
+    want = "ModernBertForSequenceClassification" if student == modern else "BertForSequenceClassification"
+    assert type(loaded.model).__name__ == want
+    assert main(["predict", "--model", str(out / "model"), str(table), "-o", str(tmp_path / "p.jsonl"),
+                 "--quiet"]) == 0
+    assert len((tmp_path / "p.jsonl").read_text().splitlines()) == len(ROWS)
+    other = tmp_path / "other"  # the same model with two words' ids swapped: another vocabulary
+    import shutil
+    shutil.copytree(student, other)
+    lines = (other / "vocab.txt").read_text().splitlines()
+    lines[5], lines[6] = lines[6], lines[5]
+    (other / "vocab.txt").write_text("\n".join(lines) + "\n")
+    assert main(["distill", "--teacher", str(teacher), "--student", str(other), "--train", str(table),
+                 "--device", "cpu", "--quiet", "-o", str(tmp_path / "refused")]) == 2
+    err = capsys.readouterr().err
+    assert "different vocabularies" in err and "Traceback" not in err, err
+
+
 # ---- what does not take ModernBERT yet says so -----------------------------------------------------------
 def test_commands_without_modernbert_refuse_it_by_name(folder, tmp_path, capsys):
     from test_relation import synthetic_semeval

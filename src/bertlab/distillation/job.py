@@ -96,24 +96,35 @@ def family(folder) -> str:
 
 
 KIND = {"bert": "BERT", "modernbert": "ModernBERT"}
-TOKENIZERS = {"bert": "WordPiece (vocab.txt)", "modernbert": "byte-level BPE (tokenizer.json)"}
+TOKENIZERS = {"wordpiece": "WordPiece (vocab.txt)", "bpe": "byte-level BPE (tokenizer.json)"}
+
+
+def reads_text_with(folder) -> str:
+    """"wordpiece" for a folder with a vocab.txt (every BERT folder, and a ModernBERT that `pretrain
+    --recipe modernbert` wrote, whose tokenizer.json only repeats the vocabulary for transformers),
+    "bpe" for a ModernBERT folder whose tokenizer.json is byte-level BPE (answerdotai's)."""
+    return "wordpiece" if os.path.isfile(os.path.join(folder, "vocab.txt")) else "bpe"
 
 
 def check_families(teacher_folder, student, general: bool):
-    """Refused before any work, naming the folders: a teacher and a student of different families
-    (BERT and ModernBERT read text with different tokenizers, and every term of the loss compares
-    the two models on the same token ids), and ModernBERT in general distillation (its data are
-    create-pretraining-data's WordPiece shards, its student BERT's masked-LM model)."""
+    """Refused before any work, naming the folders: a teacher and a student that read text with
+    different tokenizers (a BERT and a byte-level BPE ModernBERT: every term of the loss compares
+    the two models on the same token ids; a BERT and a WordPiece ModernBERT pass here, and
+    check_same_vocabulary then compares their vocabularies), and ModernBERT in general distillation
+    (its data are create-pretraining-data's WordPiece shards, its student BERT's masked-LM model)."""
     folders = {"--teacher": teacher_folder, **({"--student": resolve(student)} if student is not None else {})}
     families = {flag: family(folder) for flag, folder in folders.items()}
-    if len(set(families.values())) > 1:
+    tokenizers = {flag: reads_text_with(folder) for flag, folder in folders.items()}
+    if len(set(families.values())) > 1 and len(set(tokenizers.values())) > 1:
         t, s = families["--teacher"], families["--student"]
         raise ValueError(f"--teacher {teacher_folder} is a {KIND[t]} model and --student {folders['--student']} a "
-                         f"{KIND[s]} one: they read text with different tokenizers ({TOKENIZERS[t]} against "
-                         f"{TOKENIZERS[s]}), and distillation feeds both the same token ids (soft targets and hidden "
-                         f"states compare them token by token), so teacher and student must share a tokenizer; "
-                         f"distil a {KIND[t]} teacher into a {KIND[t]} student (--student-layers N, or --student DIR "
-                         "with the teacher's tokenizer)")
+                         f"{KIND[s]} one: they read text with different tokenizers "
+                         f"({TOKENIZERS[tokenizers['--teacher']]} against {TOKENIZERS[tokenizers['--student']]}), "
+                         "and distillation feeds both the same token ids (soft targets and hidden states compare "
+                         "them token by token), so teacher and student must share a tokenizer; distil into a "
+                         f"{KIND[t]} student (--student-layers N), or into a model of the teacher's vocabulary (a "
+                         "ModernBERT that `bertlab pretrain --recipe modernbert` trained on the teacher's WordPiece "
+                         "vocabulary shares a BERT's)")
     if general and "modernbert" in families.values():
         flag = next(f for f, kind in families.items() if kind == "modernbert")
         raise ValueError(f"{flag} {folders[flag]}: a ModernBERT model; general distillation (--data) reads "
