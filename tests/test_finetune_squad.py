@@ -514,3 +514,92 @@ def test_training_steps_equal_hf_trainers_once_its_two_differences_are_aligned(t
     torch.testing.assert_close(ours.qa_outputs.weight, theirs.qa_outputs.weight, atol=1e-5, rtol=0)
     assert (ours.qa_outputs.weight - start_head).abs().max() > 1e-3
     assert abs(hf_padded_losses[0] - our_losses[0]) > 1e-3  # HF's own loss counts the padding
+
+
+def test_a_training_step_with_dropout_equals_hfs_given_the_same_masks(tmp_path, monkeypatch):
+    """Dropout on (0.1, hidden and attention): with one generator drawing every mask for both models
+    in call order (embeddings, then per layer attention probabilities, attention output, feed-forward
+    output), bertlab's span model and HF's give the same loss and gradients: the training forward
+    puts dropout where BERT's does. A padded batch keeps the padded layout (fast_paths.plain_path) so
+    that each mask has HF's shape; the packed path's masks are checked in distribution by
+    benchmarks/qa_cross.py's notes (docs/results/qa-parity.md)."""
+    import importlib
+
+    transformers = pytest.importorskip("transformers")
+    from bertlab import BertModel, save_pretrained
+    from bertlab.core import fast_paths
+    from bertlab.finetune.setup import load_base_model
+    from bertlab.interop.hf_bert import to_hf_name
+    words = [f"w{i}" for i in range(40)]
+    tokenizer = BertTokenizer({t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])})
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=32)
+    torch.manual_seed(0)
+    save_pretrained(BertModel(config), tmp_path / "base", tokenizer)
+    task = QuestionAnsweringTask(max_seq_length=32)
+    ours, _ = load_base_model(task, str(tmp_path / "base"), quiet=True, seed=3)
+    theirs = transformers.BertForQuestionAnswering.from_pretrained(tmp_path / "base", attn_implementation="eager")
+    theirs.qa_outputs.load_state_dict(ours.qa_outputs.state_dict())
+
+    masks, shapes = torch.Generator(), []
+
+    def shared_dropout(x, p=0.5, training=True, inplace=False):
+        if not training or p == 0:
+            return x
+        shapes.append(tuple(x.shape))
+        return x * (torch.rand(x.shape, generator=masks) >= p).to(x.dtype) / (1 - p)
+
+    monkeypatch.setattr(F, "dropout", shared_dropout)
+    numpy_dropout = importlib.import_module("bertlab.core.fast_paths.numpy_dropout")
+    monkeypatch.setattr(importlib.import_module("bertlab.core.attention"), "numpy_dropout",
+                        lambda x, p, training=True: shared_dropout(x, p, training))
+    monkeypatch.setattr(importlib.import_module("bertlab.core.blocks"), "numpy_dropout_add",
+                        lambda x, residual, p, training=True: residual + shared_dropout(x, p, training))
+    monkeypatch.setattr(numpy_dropout.NumpyDropout, "forward", lambda self, x: shared_dropout(x, self.p, self.training))
+
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, len(tokenizer), (3, 20), generator=g)
+    types = torch.zeros_like(ids)
+    types[:, 10:] = 1
+    start, end = torch.tensor([2, 5, 11]), torch.tensor([4, 5, 14])
+    for lengths in ([20, 20, 20], [20, 16, 12]):  # unpadded (the default path), then padded
+        mask = (torch.arange(20)[None] < torch.tensor(lengths)[:, None]).long()
+        results = {}
+        for name, model in (("ours", ours), ("hf", theirs)):
+            model.train()
+            model.zero_grad()
+            masks.manual_seed(5)
+            shapes.clear()
+            if name == "ours":
+                with fast_paths.plain_path():
+                    s, e = model(ids * mask, types, mask)
+            else:
+                out = model(input_ids=ids * mask, token_type_ids=types, attention_mask=mask)
+                low = torch.finfo(torch.float32).min
+                s, e = (t.masked_fill(~mask.bool(), low) for t in (out.start_logits, out.end_logits))
+            loss = (F.cross_entropy(s, start) + F.cross_entropy(e, end)) / 2
+            loss.backward()
+            grads = {(to_hf_name(n) if name == "ours" else n): p.grad for n, p in model.named_parameters()
+                     if p.grad is not None}
+            results[name] = (loss.item(), grads, list(shapes))
+        (our_loss, ours_grads, our_shapes), (hf_loss, hf_grads, hf_shapes) = results["ours"], results["hf"]
+        assert our_shapes == hf_shapes and len(our_shapes) == 1 + 3 * config.num_hidden_layers
+        assert our_loss == pytest.approx(hf_loss, abs=1e-6)
+        assert set(ours_grads) == set(hf_grads)
+        for name, grad in hf_grads.items():
+            torch.testing.assert_close(ours_grads[name], grad, atol=1e-6, rtol=1e-4, msg=name)
+
+
+def test_task_heads_are_drawn_from_the_full_normal_as_hfs():
+    """A new head's weights come from normal(0, initializer_range), tails included (google's cut at
+    two standard deviations left QA's second epoch without HF's jump: docs/results/qa-parity.md),
+    and its biases are zero."""
+    from bertlab.models.bert_tasks import BertForQuestionAnswering, BertForTokenClassification
+    config = BertConfig(vocab_size=20, hidden_size=64, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    torch.manual_seed(0)
+    tagger = BertForTokenClassification(config, num_labels=100)
+    weight = tagger.classifier.weight.detach()
+    assert weight.std().item() == pytest.approx(config.initializer_range, rel=0.05)
+    assert (weight.abs() > 2 * config.initializer_range).float().mean().item() == pytest.approx(0.0455, abs=0.01)
+    assert not tagger.classifier.bias.any()
+    assert not BertForQuestionAnswering(config).qa_outputs.bias.any()
