@@ -22,16 +22,8 @@ class _BertWithHead(nn.Module):
         self.dropout = NumpyDropout(config.hidden_dropout_prob)
 
     def _init_head(self, head: nn.Linear) -> nn.Linear:
-        """The new head's weights from normal(0, initializer_range) and zero biases, as HF's
-        BertFor* classes draw them. google-research/bert cuts the normal at two standard deviations
-        (the encoder's truncated init, which from-scratch pretraining keeps): a head 12% smaller
-        with no tail. On man-page QA that left the second epoch without the jump HF makes: 0 of 7
-        runs with the cut head, 5 of 7 with the full normal, either model and either training loop
-        (docs/results/qa-parity.md)."""
         if self.init_weights:
-            nn.init.normal_(head.weight, std=self.config.initializer_range)
-            if head.bias is not None:
-                nn.init.zeros_(head.bias)
+            head.apply(self.bert._init_weights)
         return head
 
 
