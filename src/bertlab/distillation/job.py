@@ -100,10 +100,10 @@ TOKENIZERS = {"wordpiece": "WordPiece (vocab.txt)", "bpe": "byte-level BPE (toke
 
 
 def reads_text_with(folder) -> str:
-    """"wordpiece" for a folder with a vocab.txt (every BERT folder, and a ModernBERT that `pretrain
-    --recipe modernbert` wrote, whose tokenizer.json only repeats the vocabulary for transformers),
-    "bpe" for a ModernBERT folder whose tokenizer.json is byte-level BPE (answerdotai's)."""
-    return "wordpiece" if os.path.isfile(os.path.join(folder, "vocab.txt")) else "bpe"
+    """"wordpiece" for every BERT folder and a WordPiece ModernBERT (interop.hf_modernbert.reads_wordpiece),
+    "bpe" for a ModernBERT folder whose tokenizer.json is byte-level BPE."""
+    from ..interop.hf_modernbert import reads_wordpiece
+    return "wordpiece" if family(folder) == "bert" or reads_wordpiece(folder) else "bpe"
 
 
 def check_families(teacher_folder, student, general: bool):

@@ -150,12 +150,19 @@ def read_modernbert_config(folder) -> tuple[ModernBertConfig, dict]:
     return config, raw
 
 
+def reads_wordpiece(folder) -> bool:
+    """True where a ModernBERT folder reads text with a WordPiece vocab.txt (one bertlab pretrained:
+    its tokenizer.json only repeats the vocabulary for transformers), which load_modernbert_tokenizer
+    then reads; False where its tokenizer is tokenizer.json's byte-level BPE (answerdotai's)."""
+    return os.path.isfile(os.path.join(folder, "vocab.txt"))
+
+
 def load_modernbert_tokenizer(folder, config: ModernBertConfig):
     """tokenizer.json read by our own byte-level BPE, its vocabulary checked against the config;
     where the folder holds a WordPiece vocab.txt (a ModernBERT bertlab pretrained, whose
     tokenizer.json only repeats it for transformers), that; None where it has neither."""
     path = os.path.join(folder, "tokenizer.json")
-    if os.path.exists(os.path.join(folder, "vocab.txt")):
+    if reads_wordpiece(folder):
         from .pretrained import load_tokenizer
         return load_tokenizer(folder, config=config)
     if not os.path.exists(path):
