@@ -1,5 +1,6 @@
-"""word2vec: the subsampling and noise distributions against gensim's own tables, the windows against
-a plain loop, a planted structure learnt by both architectures, the text format read by gensim, the
+"""word2vec: the subsampling and noise distributions against gensim's own tables, the compiled
+training loop against autograd's SGD on the model's loss example by example (windows, subsampling
+and noise drawn by a plain loop), a planted structure learnt by both architectures, the text format read by gensim, the
 command line (neighbours, analogy, a corpus with nothing over the minimum count) and the contrast
 with BERT's contextual vectors."""
 import numpy as np
@@ -7,8 +8,9 @@ import pytest
 import torch
 
 from bertlab.cli import main
-from bertlab.word2vec.data import (build_vocabulary, cbow_contexts, keep_probability, noise_distribution,
-                                          skipgram_pairs)
+from bertlab.models.word2vec import Word2Vec
+from bertlab.word2vec import kernels
+from bertlab.word2vec.data import build_vocabulary, keep_probability, noise_distribution
 from bertlab.inference.word_vectors import load_word2vec, save_word2vec
 from bertlab.word2vec.job import Word2VecSettings, train_word2vec
 
@@ -45,28 +47,93 @@ def test_noise_is_the_unigram_distribution_to_the_three_quarters_as_in_gensim():
     np.testing.assert_allclose(noise, theirs[order], atol=1e-8)
 
 
-def brute_force_pairs(ids, sentence, reach):
-    pairs = []
-    for i in range(len(ids)):
-        for j in range(max(0, i - reach[i]), min(len(ids), i + reach[i] + 1)):
-            if j != i and sentence[j] == sentence[i]:
-                pairs.append((ids[j], ids[i]))  # (input: the context word, target: the centre)
-    return sorted(pairs)
+class Generator:
+    """word2vec.c's 48-bit linear congruential generator, in plain Python."""
+
+    def __init__(self, seed):
+        self.r = seed % 2**48
+
+    def next(self):
+        self.r = (self.r * 25214903917 + 11) % 2**48
+        return self.r
+
+    def uniform(self):
+        return ((self.next() >> 16) & 0xFFFFFFFF) / 2**32
 
 
-def test_windows_are_the_reduced_windows_of_a_plain_loop():
-    ids, sentence = np.arange(30) % 7, np.repeat([0, 1, 2], [12, 5, 13])
-    inputs, targets = skipgram_pairs(ids, sentence, 4, np.random.default_rng(3))
-    reach = np.random.default_rng(3).integers(1, 5, size=30)
-    assert sorted(zip(inputs.tolist(), targets.tolist())) == brute_force_pairs(ids.tolist(), sentence, reach)
-    contexts, centre = cbow_contexts(ids, sentence, 4, np.random.default_rng(3))
-    cbow = sorted((c, t) for row, t in zip(contexts.tolist(), centre.tolist()) for c in row if c >= 0)
-    assert cbow == brute_force_pairs(ids.tolist(), sentence, reach)
+def reference_chunk(model, ids, sentence, keep, noise, architecture, window, negative, alpha, seeds):
+    """kernels.train_chunk written plainly: subsampling, each kept word's reach, then for every
+    centre word in order its example(s), each an SGD step of autograd on models/word2vec.py's loss."""
+    g = Generator(int(seeds[0]))
+    kept = [(w, s) for w, s in zip(ids.tolist(), sentence.tolist()) if g.uniform() < keep[w]]
+    reach = [window - ((g.next() >> 16) % window) for _ in kept]
+    noise_g, loss = Generator(int(seeds[1])), 0.0
+    for i, (target, s) in enumerate(kept):
+        context = [kept[j][0] for j in range(max(0, i - reach[i]), min(len(kept), i + reach[i] + 1))
+                   if j != i and kept[j][1] == s]
+        if not context:
+            continue
+        inputs = [[c] for c in context] if architecture == "skipgram" else [context]
+        for row in inputs:
+            drawn = []
+            for _ in range(negative):
+                column = min(int(noise_g.uniform() * len(keep)), len(keep) - 1)
+                drawn.append(column if noise_g.uniform() < noise[0][column] else int(noise[1][column]))
+            x = torch.tensor(row) if architecture == "cbow" else torch.tensor(row[0])
+            example = model(x[None], torch.tensor([target]), torch.tensor([drawn]))
+            model.zero_grad()
+            example.backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p -= alpha * p.grad
+            loss += example.item()
+    return loss
+
+
+@pytest.mark.parametrize("architecture", ["skipgram", "cbow"])
+def test_the_compiled_loop_is_autograds_sgd_on_the_loss_one_example_at_a_time(architecture):
+    """Windows within sentences (three of them), subsampling, noise words equal to the target
+    skipped: the tables after one chunk equal a plain loop of autograd SGD steps on the model's loss."""
+    rng = np.random.default_rng(0)
+    vocab, dim = 12, 6
+    counts = np.array([400, 200, 120, 90, 60, 40, 30, 20, 12, 8, 6, 5])
+    ids = rng.choice(vocab, size=60, p=counts / counts.sum())
+    sentence = np.repeat([0, 1, 2], [25, 9, 26])
+    keep, noise = keep_probability(counts, 0.02), kernels.alias_table(noise_distribution(counts))
+    assert 0.2 < keep[0] < 0.9  # subsampling drops some of the frequent words
+    torch.manual_seed(0)
+    reference = Word2Vec(vocab, dim)
+    torch.nn.init.normal_(reference.output_vectors.weight, std=0.3)  # gensim starts them at 0: test every term
+    compiled = Word2Vec(vocab, dim)
+    compiled.load_state_dict(reference.state_dict())
+    seeds = np.array([11, 12], dtype=np.uint64)
+    expected = reference_chunk(reference, ids, sentence, keep, noise, architecture, 4, 3, 0.05, seeds)
+    loss, examples = kernels.train_chunk(compiled.input_vectors.weight.detach().numpy(),
+                                         compiled.output_vectors.weight.detach().numpy(), ids, sentence, keep,
+                                         noise, architecture, 4, 3, 0.05, seeds)
+    assert examples > 30 and loss == pytest.approx(expected, rel=1e-5)
+    for ours, theirs in zip(compiled.parameters(), reference.parameters()):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
+    moved = compiled.input_vectors.weight - Word2Vec(vocab, dim).input_vectors.weight
+    assert moved.abs().max() > 1e-3  # the loop trained something
+
+
+def test_the_alias_table_draws_each_noise_word_with_its_probability():
+    counts = np.array([5000, 700, 300, 120, 50, 9, 5, 5, 1])
+    noise = noise_distribution(counts)
+    threshold, alias = kernels.alias_table(noise)
+    n = len(noise)  # a word's chance: its own column's threshold, plus what other columns pass to it
+    chance = threshold / n + np.bincount(alias, weights=(1 - threshold) / n, minlength=n)
+    np.testing.assert_allclose(chance, noise, rtol=1e-12)
+    words, r = [], np.uint64(7)
+    for _ in range(20_000):
+        word, r = kernels._draw(threshold, alias, r)
+        words.append(word)
+    assert np.abs(np.bincount(words, minlength=n) / 20_000 - noise).max() < 0.01  # the compiled draw follows the table
 
 
 def planted_corpus(path, seed=0):
-    """Two topics that never share a sentence: words of a topic co-occur, the two topics never. (A
-    batch sums its examples' updates, so it must hold few repeats of a word: 40 words a topic.)"""
+    """Two topics that never share a sentence: words of a topic co-occur, the two topics never."""
     rng = np.random.default_rng(seed)
     lines = [" ".join(f"{topic}{i}" for i in rng.integers(0, 40, size=10)) for _ in range(400) for topic in "ab"]
     path.write_text("\n".join(lines) + "\n")
@@ -88,6 +155,19 @@ def test_a_planted_co_occurrence_structure_is_learnt_and_gensim_reads_the_vector
     theirs = gensim.models.KeyedVectors.load_word2vec_format(str(tmp_path / "run" / "vectors.txt"))
     assert theirs.index_to_key == vectors.words
     np.testing.assert_allclose(theirs.vectors, summary["model"].input_vectors.weight.detach().numpy(), rtol=1e-6)
+
+
+def test_two_workers_sharing_the_tables_learn_the_planted_structure_too(tmp_path):
+    corpus = planted_corpus(tmp_path / "corpus.txt")
+    s = Word2VecSettings(out=str(tmp_path / "run"), dim=16, window=3, epochs=5, sample=0, batch_size=2000,
+                         workers=2, progress=False)
+    train_word2vec(str(corpus), s)
+    vectors = load_word2vec(tmp_path / "run")
+    within = [vectors.similarity(f"{t}{i}", f"{t}{j}") for t in "ab" for i in range(40) for j in range(i)]
+    across = [vectors.similarity(f"a{i}", f"b{j}") for i in range(40) for j in range(40)]
+    assert np.mean(within) > np.mean(across) + 0.5, (np.mean(within), np.mean(across))
+    with pytest.raises(ValueError, match="workers 99: this machine runs at most"):
+        Word2VecSettings(out=str(tmp_path / "x"), workers=99)
 
 
 def test_saved_vectors_round_trip_and_answer_neighbours_and_analogies(tmp_path, capsys):

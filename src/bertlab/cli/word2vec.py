@@ -30,8 +30,8 @@ def add_parser(subparsers):
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("corpus", help="text file, one sentence (or paragraph) per line")
     add_run_arguments(t.add_argument_group("run"), defaults=dict(
-        batch_size=250, lr=0.025, max_steps=None, max_minutes=None, save_every=None, seed=0, device="auto",
-        resume=False), help={"batch_size": "corpus words per step (before subsampling)",
+        batch_size=10_000, lr=0.025, max_steps=None, max_minutes=None, save_every=None, seed=0, device="cpu",
+        resume=False), help={"batch_size": "corpus words per step (before subsampling); the rate is set once a step",
                              "lr": "starting learning rate (word2vec's alpha), decayed linearly to --min-alpha"})
     g = t.add_argument_group("word2vec")
     g.add_argument("--architecture", choices=["skipgram", "cbow"], default="skipgram",
@@ -43,6 +43,9 @@ def add_parser(subparsers):
     g.add_argument("--negative", type=positive_int, default=5, help="noise words per example (default 5)")
     g.add_argument("--epochs", type=positive_int, default=5, help="passes over the corpus (default 5)")
     g.add_argument("--min-alpha", type=nonnegative_float, default=1e-4, help="learning rate at the end (default 1e-4)")
+    g.add_argument("--workers", type=positive_int, default=1,
+                   help="CPU threads sharing the tables without locks, as gensim's workers (default 1: a run "
+                        "repeats bit for bit; more are faster and not repeatable)")
     g.add_argument("--lowercase", action="store_true", help="lowercase the corpus first")
     g.add_argument("--overwrite", action="store_true", help="replace an earlier run in OUT")
     g.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -11,8 +11,9 @@ loss is summed, not averaged, over a batch, so that plain SGD at rate alpha move
 alpha times its gradient, as word2vec.c's one-example-at-a-time updates do. A noise word equal to
 the target is skipped, as there.
 
-The tables are sparse embeddings: a batch touches a few thousand of the vocabulary's rows, and a
-sparse gradient updates those rows alone.
+This module is the formula. Training makes the same update without autograd, one example at a
+time, in word2vec/kernels.py (tests/test_word2vec.py checks it against autograd's SGD step on this
+loss, example by example).
 """
 import torch
 import torch.nn.functional as F
@@ -29,8 +30,8 @@ class Word2Vec(nn.Module):
         validate.check_memory(f"word2vec's two tables of {vocab_size:,} words x dim {dim:,} (float32)",
                               2 * vocab_size * dim * validate.BYTES_PER_PARAMETER,
                               advice="use a smaller --dim or a larger --min-count (or pass --max-model-gb to allow it)")
-        self.input_vectors = nn.Embedding(vocab_size, dim, sparse=True)
-        self.output_vectors = nn.Embedding(vocab_size, dim, sparse=True)
+        self.input_vectors = nn.Embedding(vocab_size, dim)
+        self.output_vectors = nn.Embedding(vocab_size, dim)
         # gensim's start: inputs uniform in +-1/dim (word2vec.c's +-0.5/dim learnt the planted topics
         # of tests/test_word2vec.py slower), outputs zero
         nn.init.uniform_(self.input_vectors.weight, -1 / dim, 1 / dim)

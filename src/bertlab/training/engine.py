@@ -43,6 +43,8 @@ class Objective:
     position_is_global = False     # True: state_dict() is the same in every process (a place in one
                                    # sequence the processes share out), so a checkpoint resumes with
                                    # another process count; False: each reads a stream of its own
+    updates_itself = False         # True: a step is update() (an exact update without gradients, at the
+                                   # schedule's rate), not loss() + backward + the optimizer
 
     def setup(self, run: "Run") -> torch.nn.Module:
         """Open the data (this rank's share: run.info) and return the model on run.device.
@@ -74,6 +76,13 @@ class Objective:
 
     def loss(self, model, batch) -> torch.Tensor:
         """The micro-batch's mean loss (fit divides it by grad_accum)."""
+        raise NotImplementedError
+
+    def update(self, model, batch, lr: float) -> float:
+        """For an objective that updates_itself: train the model in place on the micro-batch at rate
+        lr (the optimizer's, as the schedule sets it) and return the batch's loss. word2vec's
+        per-example SGD (word2vec/kernels.py) takes this path: its update is exact without autograd,
+        and it must be made one example at a time."""
         raise NotImplementedError
 
     def step_stats(self) -> tuple[dict, float]:
@@ -415,8 +424,14 @@ def fit(objective: Objective, s: RunSettings) -> dict:
     while run.step < run.total_steps:
         lr = run.optimizer.param_groups[0]["lr"]
         tick = time.perf_counter()
-        loss = train_step(run.step_net, run.optimizer, run.scheduler, objective.micro_batches(s.grad_accum),
-                          s.grad_accum, s.grad_clip, run.autocast, run.scaler, loss_of=run.step_loss)
+        if objective.updates_itself:
+            loss = sum(objective.update(run.model, batch, lr) for batch in objective.micro_batches(s.grad_accum))
+            # no gradient to apply: the step tells the scheduler (and its hooks) that one was taken
+            run.optimizer.step()
+            run.scheduler.step()
+        else:
+            loss = train_step(run.step_net, run.optimizer, run.scheduler, objective.micro_batches(s.grad_accum),
+                              s.grad_accum, s.grad_clip, run.autocast, run.scaler, loss_of=run.step_loss)
         heap.after_step()  # the step's tensors are freed by now; a trim's time counts in the step's
         seconds = time.perf_counter() - tick
         run.step += 1

@@ -1,7 +1,7 @@
 """word2vec's data side (Mikolov et al. 2013; the notes' word2vec section, file 001, and the lineage
 Word2Vec -> Transformer -> BERT of file 004): a vocabulary cut at a minimum count, the subsampling
-of frequent words, the unigram^0.75 noise distribution of negative sampling, and the (input, target)
-training examples that a random window around each word gives.
+of frequent words, and the unigram^0.75 noise distribution of negative sampling. The examples a random window around
+each word gives are drawn where they are trained, in kernels.py.
 
 The corpus is plain text, one sentence (or paragraph) per line, words separated by whitespace; a
 window never crosses a line. Words under the minimum count are dropped before the windows are
@@ -78,35 +78,3 @@ def noise_distribution(counts: np.ndarray, power: float = 0.75) -> np.ndarray:
     draws rare words more often than their share (Mikolov et al. 2013, section 2.2)."""
     weights = np.asarray(counts, dtype=np.float64) ** power
     return weights / weights.sum()
-
-
-def skipgram_pairs(ids, sentence, window: int, rng: np.random.Generator):
-    """(inputs, targets): each target word with every word of its window as an input, the window's
-    half-width drawn uniformly from 1..window for each target (word2vec.c's "reduced window", which
-    weights near words more). As in word2vec.c and gensim, the input vector is the context word's
-    and the output vector the centre word's."""
-    reach = rng.integers(1, window + 1, size=len(ids))
-    inputs, targets = [np.empty(0, dtype=ids.dtype)], [np.empty(0, dtype=ids.dtype)]
-    for d in range(1, min(window, len(ids) - 1) + 1):  # no pair lies farther apart than the batch is long
-        same = sentence[d:] == sentence[:-d]
-        right = same & (reach[:-d] >= d)  # the word d to the right, inside the left word's window
-        left = same & (reach[d:] >= d)    # the word d to the left, inside the right word's window
-        inputs += [ids[d:][right], ids[:-d][left]]
-        targets += [ids[:-d][right], ids[d:][left]]
-    return np.concatenate(inputs), np.concatenate(targets)
-
-
-def cbow_contexts(ids, sentence, window: int, rng: np.random.Generator):
-    """(contexts, targets): for each word with at least one neighbour in its window, the ids of that
-    window's words, (n, 2 x window) padded with -1 (CBOW averages them to predict the word)."""
-    n = len(ids)
-    reach = rng.integers(1, window + 1, size=n)
-    context = np.full((n, 2 * window), -1, dtype=np.int64)
-    for d in range(1, min(window, n - 1) + 1):  # d >= n: no neighbour (and n - d would slice from the end)
-        inside = reach[:n - d] >= d
-        same = sentence[d:] == sentence[:-d]
-        context[:n - d, window + d - 1] = np.where(inside & same, ids[d:], -1)  # right neighbours
-        inside = reach[d:] >= d
-        context[d:, window - d] = np.where(inside & same, ids[:-d], -1)          # left neighbours
-    has = (context >= 0).any(1)
-    return context[has], ids[has]
