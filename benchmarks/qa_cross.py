@@ -14,9 +14,10 @@ docs/results/qa-parity.md).
 --head    the span head's initial weights: bertlab = what load_base_model draws for --seed, hf = what
           HF's from_pretrained draws under torch.manual_seed(seed), normal = normal(0, 0.02) drawn
           for --seed, truncated = normal(0, 0.02) cut at two standard deviations (google's).
---plain   bertlab's model without its CPU speed paths for the whole run: fast_paths.plain_path()
-          (the padded layout, no packing or bucketing) and torch's F.dropout in place of every
-          numpy-drawn mask, so only the notes' formulas remain.
+--plain   bertlab's model without its CPU speed paths for the whole run: `padding`:
+          fast_paths.plain_path() (the padded layout, no packing or bucketing); `dropout`: torch's
+          F.dropout in place of every numpy-drawn mask; `all` (or the flag alone): both, so only
+          the notes' formulas remain.
 
 Settings are qa_parity's (2 epochs, lr 1e-4, batch 16, length 256, stride 128, max answer 128,
 warmup 0.1, weight decay 0.01, clip 1.0), one torch thread. Prints dev F1 after each epoch (and,
@@ -88,14 +89,17 @@ class BertlabForQuestionAnswering(torch.nn.Module):
         return QuestionAnsweringModelOutput(loss=loss, start_logits=start, end_logits=end)
 
 
-def plain():
-    """The rest of the run on the plain path, every dropout torch's (--plain)."""
+def plain(what):
+    """The rest of the run on the plain path and/or every dropout torch's (--plain)."""
     import importlib
 
     import torch.nn.functional as F
     from bertlab.core import fast_paths
     nd = importlib.import_module("bertlab.core.fast_paths.numpy_dropout")  # the module, not its function
-    fast_paths._plain = True
+    if what in ("padding", "all"):
+        fast_paths._plain = True
+    if what == "padding":
+        return
     nd._NumpyDropout.apply = staticmethod(lambda x, p: F.dropout(x, p, True))
     nd._NumpyDropoutAdd.apply = staticmethod(lambda x, residual, p: residual + F.dropout(x, p, True))
 
@@ -154,10 +158,11 @@ def main():
     parser.add_argument("--loop", choices=["bertlab", "hf"], required=True)
     parser.add_argument("--head", choices=["bertlab", "hf", "normal", "truncated"], required=True)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--plain", action="store_true", help="bertlab's model without its speed paths (above)")
+    parser.add_argument("--plain", nargs="?", const="all", choices=["padding", "dropout", "all"],
+                        help="bertlab's model without (some of) its speed paths (above)")
     a = parser.parse_args()
     if a.plain:
-        plain()
+        plain(a.plain)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
     from bertlab.finetune.squad import QuestionAnsweringTask

@@ -521,8 +521,7 @@ def test_a_training_step_with_dropout_equals_hfs_given_the_same_masks(tmp_path, 
     in call order (embeddings, then per layer attention probabilities, attention output, feed-forward
     output), bertlab's span model and HF's give the same loss and gradients: the training forward
     puts dropout where BERT's does. A padded batch keeps the padded layout (fast_paths.plain_path) so
-    that each mask has HF's shape; the packed path's masks are checked in distribution by
-    benchmarks/qa_cross.py's notes (docs/results/qa-parity.md)."""
+    that each mask has HF's shape; the test below shows the packed path equal to this one."""
     import importlib
 
     transformers = pytest.importorskip("transformers")
@@ -588,4 +587,81 @@ def test_a_training_step_with_dropout_equals_hfs_given_the_same_masks(tmp_path, 
         assert set(ours_grads) == set(hf_grads)
         for name, grad in hf_grads.items():
             torch.testing.assert_close(ours_grads[name], grad, atol=1e-6, rtol=1e-4, msg=name)
+
+
+def test_the_packed_bucketed_training_step_equals_the_padded_one_given_the_same_masks(monkeypatch):
+    """With dropout on, BERT's CPU training path (the padding packed away, attention bucket by
+    bucket) and the padded path (fast_paths.plain_path) give the same loss and gradients when every
+    dropout drops the same units: each mask is drawn for the padded layout and cut to the packed
+    rows or to a bucket's rows and length. So the speed paths change the layout of the masks, never
+    which units a step can drop."""
+    import importlib
+
+    from bertlab.core import fast_paths
+    from bertlab.core.fast_paths import unpadding
+    from bertlab.models.bert_tasks import BertForQuestionAnswering
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=160)
+    torch.manual_seed(0)
+    model = BertForQuestionAnswering(config).train()
+    lengths = torch.tensor([150, 140, 30, 27, 12])  # long enough that attention takes two buckets
+    mask = (torch.arange(150)[None] < lengths[:, None]).long()
+    ids = torch.randint(5, 50, (5, 150)) * mask
+    start, end = torch.tensor([3, 2, 1, 5, 1]), torch.tensor([7, 9, 4, 5, 2])
+
+    state = {}
+    make_packing = unpadding.Packing.__init__
+
+    def remember(self, attention_mask, buckets=False):
+        make_packing(self, attention_mask, buckets)
+        state["packing"] = self
+    monkeypatch.setattr(unpadding.Packing, "__init__", remember)
+
+    def keyed(x, p):
+        """The mask of this call, drawn for the padded layout, in x's layout."""
+        packing = None if fast_paths.in_plain_path() else state.get("packing")
+        if x.dim() == 4:  # attention probabilities: one draw per layer, a bucket takes its rows
+            layer, bucket = state["attention"], None
+            if packing is not None and packing.buckets:
+                layer, k = divmod(state["attention"], len(packing.buckets))
+                bucket = packing.buckets[k]
+            state["attention"] += 1
+            g = torch.Generator().manual_seed(100 + layer)
+            full = torch.rand(5, x.size(1), 150, 150, generator=g)
+            if bucket is not None:
+                full = full[bucket.batch_rows][:, :, :bucket.length, :bucket.length]
+        else:  # hidden states, (batch, len, hidden) or packed (tokens, hidden)
+            state["hidden"] += 1
+            g = torch.Generator().manual_seed(state["hidden"])
+            full = torch.rand(5 * 150, x.size(-1), generator=g)
+            full = full[packing.index] if packing is not None else full.view(x.shape)
+        state["shapes"].append(tuple(x.shape))
+        return (full >= p).to(x.dtype) / (1 - p)
+
+    numpy_dropout = importlib.import_module("bertlab.core.fast_paths.numpy_dropout")
+    monkeypatch.setattr(numpy_dropout._NumpyDropout, "apply", lambda x, p: x * keyed(x, p))
+    monkeypatch.setattr(numpy_dropout._NumpyDropoutAdd, "apply", lambda x, residual, p: residual + x * keyed(x, p))
+    results = {}
+    for path in ("packed", "padded"):
+        state.update(packing=None, attention=0, hidden=0, shapes=[])
+        model.zero_grad()
+        if path == "padded":
+            with fast_paths.plain_path():
+                s, e = model(ids, None, mask)
+        else:
+            s, e = model(ids, None, mask)
+        loss = (F.cross_entropy(s, start) + F.cross_entropy(e, end)) / 2
+        loss.backward()
+        results[path] = loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results[path + " shapes"] = list(state["shapes"])
+        if path == "packed":
+            buckets = len(state["packing"].buckets)
+    assert state["packing"] is None and buckets > 1  # the padded run packed nothing; the packed one bucketed
+    attention_calls = [shape for shape in results["packed shapes"] if len(shape) == 4]
+    assert len(attention_calls) == buckets * config.num_hidden_layers
+    assert results["packed"][0] == pytest.approx(results["padded"][0], abs=1e-6)
+    (_, packed), (_, padded) = results["packed"], results["padded"]
+    assert set(packed) == set(padded)
+    for name, grad in padded.items():
+        torch.testing.assert_close(packed[name], grad, atol=1e-6, rtol=1e-4, msg=name)
 

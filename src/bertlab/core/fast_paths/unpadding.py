@@ -123,6 +123,7 @@ def _bucketed(real: torch.Tensor):
         bucket_real = real[order[i:j], :length]
         tokens = int(bucket_real.sum())
         buckets.append(Bucket(start, start + tokens, j - i, length, bucket_real))
+        buckets[-1].batch_rows = order[i:j]  # the batch's rows it holds, in its order
         start += tokens
     return index, buckets
 
