@@ -1,7 +1,7 @@
 """Extractive QA: which part of a side decides how it learns? Each run pairs one model with one
 training loop and one draw of the new span head (issue 35: HF's runs jumped in their second epoch and
-bertlab's did not; these runs cleared the training loop, and the cause is still open:
-docs/results/qa-parity.md).
+bertlab's did not; these runs cleared the training loop, and --plain showed bertlab's model,
+without its speed paths, training exactly as HF's: docs/results/qa-parity.md).
 
     python benchmarks/qa_cross.py --data /tmp/qa_big/data --model hf --loop bertlab --head hf --seed 1
     python benchmarks/qa_cross.py --data /tmp/qa_big/data --model bertlab --loop hf --head bertlab --seed 1
