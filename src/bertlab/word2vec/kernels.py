@@ -134,12 +134,18 @@ def _example(syn1, h, work, target, noise, negative, alpha, r, words, gains):
     return -math.log(product), r
 
 
+@njit(inline="always")
+def _scratch(dim, negative):
+    """A part's buffers: h's gradient, and an example's output words and their gains."""
+    return (np.empty(dim, dtype=np.float32), np.empty(negative + 1, dtype=np.int64),
+            np.empty(negative + 1, dtype=np.float32))
+
+
 @njit(cache=True, nogil=True, fastmath=True)
 def _skipgram_part(syn0, syn1, ids, sentence, reach, lo, hi, noise, negative, alpha, seed):
     """Every example whose target is kept word lo..hi-1: each word of its window as the input."""
     dim, n = syn0.shape[1], len(ids)
-    work = np.empty(dim, dtype=np.float32)
-    words, gains = np.empty(negative + 1, dtype=np.int64), np.empty(negative + 1, dtype=np.float32)
+    work, words, gains = _scratch(dim, negative)
     r = np.uint64(seed) & _MASK
     loss, examples = 0.0, 0
     for i in range(lo, hi):
@@ -161,9 +167,7 @@ def _skipgram_part(syn0, syn1, ids, sentence, reach, lo, hi, noise, negative, al
 def _cbow_part(syn0, syn1, ids, sentence, reach, lo, hi, noise, negative, alpha, seed):
     """Every example whose target is kept word lo..hi-1: the mean of its window's vectors as h."""
     dim, n = syn0.shape[1], len(ids)
-    work = np.empty(dim, dtype=np.float32)
-    h = np.empty(dim, dtype=np.float32)
-    words, gains = np.empty(negative + 1, dtype=np.int64), np.empty(negative + 1, dtype=np.float32)
+    (work, words, gains), h = _scratch(dim, negative), np.empty(dim, dtype=np.float32)
     r = np.uint64(seed) & _MASK
     loss, examples = 0.0, 0
     for i in range(lo, hi):
