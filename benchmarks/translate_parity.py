@@ -78,12 +78,12 @@ def ours(args, seed, out, test_src):
     return {"valid_nll": s["valid_nll"], "target_tokens": s.get("target_tokens"), "seconds": s["seconds"]}, hyp
 
 
-def hf(args, seed, out, sentences):
+def hf(args, seed, out, sentences, batches="sentences"):
     summary = os.path.join(out, "summary.json")
     if not os.path.exists(summary):
         run([sys.executable, os.path.join(HERE, "translate_hf_trainer.py"), "--data", args.data, "--src", args.src,
              "--tgt", args.tgt, "--vocab", args.vocab, "--preset", "small", "-o", out,
-             "--batches", "sentences", "--train-batch-sentences", str(sentences), "--init", "hf",
+             "--batches", batches, "--train-batch-sentences", str(sentences), "--init", "hf",
              "--scale-embedding", args.hf_scale_embedding, "--max-steps", str(args.steps),
              "--max-tokens", str(args.max_tokens), "--lr", str(args.lr), "--warmup", str(args.warmup),
              "--clip-norm", "1.0", "--label-smoothing", "0.1", "--seed", str(seed), "--beam", "4",
@@ -110,7 +110,9 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--hf-scale-embedding", choices=("yes", "no"), default="yes",
                    help="MarianConfig.scale_embedding for HF's model (its default is no; the paper's is yes)")
-    p.add_argument("--sides", default="ours,hf")
+    p.add_argument("--sides", default="ours,hf",
+                   help="comma-separated: ours, hf (HF's example: pairs a batch), hf_tokens (HF's model, loop "
+                        "and initialisation fed our token-budget batches: the batching held equal)")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
@@ -138,7 +140,10 @@ def main():
         for side in (sides if n % 2 == 0 else sides[::-1]):  # alternate which side runs first
             out = os.path.join(args.out, f"{side}_seed{seed}")
             os.makedirs(out, exist_ok=True)
-            values, hyp = ours(args, seed, out, test_src) if side == "ours" else hf(args, seed, out, sentences)
+            if side == "ours":
+                values, hyp = ours(args, seed, out, test_src)
+            else:
+                values, hyp = hf(args, seed, out, sentences, "tokens" if side == "hf_tokens" else "sentences")
             values.update(score(hyp, refs, args.tgt), side=side, seed=seed)
             results.append(values)
             print(json.dumps(values), file=sys.stderr, flush=True)
