@@ -78,7 +78,10 @@ def ours(args, seed, out, test_src):
     return {"valid_nll": s["valid_nll"], "target_tokens": s.get("target_tokens"), "seconds": s["seconds"]}, hyp
 
 
-def hf(args, seed, out, sentences, batches="sentences"):
+HF_BATCHES = {"hf": "sentences", "hf_tokens": "tokens"}  # HF's sides and the batches each is fed
+
+
+def hf(args, seed, out, sentences, batches):
     summary = os.path.join(out, "summary.json")
     if not os.path.exists(summary):
         run([sys.executable, os.path.join(HERE, "translate_hf_trainer.py"), "--data", args.data, "--src", args.src,
@@ -114,6 +117,9 @@ def main():
                    help="comma-separated: ours, hf (HF's example: pairs a batch), hf_tokens (HF's model, loop "
                         "and initialisation fed our token-budget batches: the batching held equal)")
     args = p.parse_args()
+    unknown = set(args.sides.split(",")) - {"ours", *HF_BATCHES}
+    if unknown:
+        p.error(f"--sides: unknown side(s) {', '.join(sorted(unknown))}; known: ours, {', '.join(HF_BATCHES)}")
     os.makedirs(args.out, exist_ok=True)
 
     from bertlab.data.parallel import ParallelData
@@ -143,7 +149,7 @@ def main():
             if side == "ours":
                 values, hyp = ours(args, seed, out, test_src)
             else:
-                values, hyp = hf(args, seed, out, sentences, "tokens" if side == "hf_tokens" else "sentences")
+                values, hyp = hf(args, seed, out, sentences, HF_BATCHES[side])
             values.update(score(hyp, refs, args.tgt), side=side, seed=seed)
             results.append(values)
             print(json.dumps(values), file=sys.stderr, flush=True)
