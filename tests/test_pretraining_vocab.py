@@ -158,3 +158,57 @@ def test_chinese_text_gives_google_chinese_vocab_layout(tmp_path):
     assert any(t.startswith("##") for t in tokens)  # Latin words (e.g. "adduser") are still pieces
     tokenizer = BertTokenizer.from_pretrained(tmp_path / "vocab")
     assert tokenizer.tokenize("我爱中国，adduser") == ["我", "爱", "中", "国", "，"] + tokenizer.tokenize("adduser")
+
+
+def _tokenizers_trainer(words, vocab_size, min_frequency=2):
+    """The `tokenizers` library's WordPieceTrainer on the same word counts: the reference."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=False,
+                                        special_tokens=list(SPECIAL_TOKENS), continuing_subword_prefix="##")
+    tokenizer.train_from_iterator(((word + " ") * n for word, n in words.items()), trainer)
+    return set(tokenizer.get_vocab())
+
+
+def test_merges_follow_the_counts_and_then_the_ids_as_the_tokenizers_trainer():
+    """Each step merges the most frequent adjacent pair; a tie (pug and hugs, 5 each) goes to the
+    pair of lower ids, p (a character) before hug (a merge)."""
+    from collections import Counter
+    from bertlab.pretraining.vocab import train_wordpiece
+    words = Counter({"hug": 10, "pug": 5, "pun": 12, "bun": 4, "hugs": 5})
+    tokens = train_wordpiece(words, 100, min_frequency=2, progress=False).id_to_token
+    assert tokens[:5] == list(SPECIAL_TOKENS)
+    assert tokens[5:12] == ["b", "g", "h", "n", "p", "s", "u"]  # the characters, by code point
+    assert sorted(tokens[12:16]) == ["##g", "##n", "##s", "##u"]
+    assert tokens[16:] == ["##ug", "##un", "hug", "pun", "pug", "hugs", "bun"]
+    assert set(tokens) == _tokenizers_trainer(words, 100)
+    assert train_wordpiece(words, 100, min_frequency=5, progress=False).id_to_token[16:] == \
+        ["##ug", "##un", "hug", "pun", "pug", "hugs"]  # bun's 4 is under min_frequency
+
+
+def test_learned_pieces_agree_with_the_tokenizers_trainer(corpus):
+    """On 3,000 real lines in ~190 languages the learned set matches the trainer's as closely as two
+    runs of the trainer match each other (measured: 98.1% against 98.2%; their ties differ)."""
+    from bertlab.pretraining.vocab import train_wordpiece
+    words = count_words([str(corpus)], progress=False)
+    ours = set(train_wordpiece(words, 8000, progress=False).id_to_token)
+    reference = _tokenizers_trainer(words, 8000)
+    assert abs(len(ours) - len(reference)) <= 0.01 * len(reference)
+    assert len(ours & reference) >= 0.96 * len(reference)
+
+
+def test_the_same_text_gives_the_same_vocab_in_every_process(corpus, tmp_path):
+    """Two processes with different string hashing write the same vocab.txt, byte for byte. The
+    `tokenizers` trainer, which bertlab used before, broke ties by hash-map order: two of its runs on
+    this corpus differed in about 140 of 7,400 pieces."""
+    import subprocess
+    import sys
+    written = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"v{seed}"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-m", "bertlab", "vocab", str(corpus), "-o", str(out), "--vocab-size", "8000"],
+                       check=True, env=env, capture_output=True)
+        written.append((out / "vocab.txt").read_bytes())
+    assert written[0] == written[1]

@@ -2,17 +2,17 @@
 
 The text is cut into words by *our* BasicTokenizer -- lower-casing and accent stripping when
 uncased, punctuation split off, every CJK ideograph a word of its own -- and only those words are
-given to the `tokenizers` library's WordPieceTrainer. So the pieces are learned from exactly the
-words that BertTokenizer will later segment, and every character seen becomes a piece (alone and as
-"##" continuation), so the training text never needs [UNK] (except for words over 100 characters,
-which google's WordPiece always maps to [UNK]).
+counted and merged into pieces (train_wordpiece: what the `tokenizers` library's WordPieceTrainer
+does, with its ties settled so that every run on the same text gives the same vocabulary). So the
+pieces are learned from exactly the words that BertTokenizer will later segment, and every character
+seen becomes a piece (alone and as "##" continuation), so the training text never needs [UNK]
+(except for words over 100 characters, which google's WordPiece always maps to [UNK]).
 
     vocab, report = learn_vocab(["corpus.txt"], vocab_size=30522)
     save_vocab(vocab, "my-vocab", do_lower_case=True)      # vocab.txt + tokenizer_config.json
 """
 import json
 import os
-import sys
 from collections import Counter
 
 from ..io import atomic_write_text
@@ -58,43 +58,83 @@ def alphabet_size(words: Counter) -> int:
 
 
 def train_wordpiece(words: Counter, vocab_size: int, min_frequency: int = 2, progress: bool = True) -> Vocab:
-    """The trainer's vocabulary for these word counts: the special tokens first, then the
-    alphabet, then the learned merges; smaller than vocab_size when the words run out of merges."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    """The WordPiece vocabulary for these word counts, learned as the `tokenizers` library's
+    WordPieceTrainer learns it (BPE over the words, a piece inside a word written "##" + piece):
+    the special tokens first, then the alphabet (each character, and "##" + each character that
+    occurs inside a word), then each merge's new piece in the order merged. Each step merges the
+    adjacent pair that occurs most often, weighted by the words' counts, while that count is at
+    least `min_frequency`; smaller than vocab_size when the words run out of merges.
+
+    Equal counts go, as in that trainer, to the pair of the lower ids (a piece's id is its place
+    in the vocabulary: the characters in code-point order, then the "##" characters by frequency,
+    ties by string, then the merges in order), so the result depends on the text alone. The trainer
+    orders the "##" characters by the iteration order of Rust hash maps, which changes from process to process, so two runs on
+    the same text gave different pieces and ids (15 Latin pieces of 7,750 on Debian's Chinese
+    descriptions), and a model pretrained on each learned differently."""
+    import heapq
     needed = len(SPECIAL_TOKENS) + alphabet_size(words)
     if vocab_size < needed:
         raise ValueError(f"vocab size {vocab_size} is smaller than the alphabet: the text's characters, at "
                          f"word starts and as ## continuations, plus the {len(SPECIAL_TOKENS)} special tokens "
                          f"make {needed}; ask for at least that")
-    tokenizer = Tokenizer(models.WordPiece(unk_token=UNK))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # the words are already basic tokens
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                        special_tokens=list(SPECIAL_TOKENS), continuing_subword_prefix="##",
-                                        # its Rust bar redraws in place: only for a terminal
-                                        show_progress=progress and sys.stderr.isatty())
-    tokenizer.train_from_iterator(_repeated(words), trainer)
-    token_to_id = tokenizer.get_vocab()
-    vocab = Vocab.from_dict(token_to_id, source="<learned vocab>")
-    if tuple(vocab.id_to_token[:len(SPECIAL_TOKENS)]) != SPECIAL_TOKENS:
-        raise RuntimeError(f"the trainer did not put {SPECIAL_TOKENS} first: {vocab.id_to_token[:5]}")
-    return vocab
-
-
-def _repeated(words: Counter, batch_chars: int = 1 << 20):
-    """The counted words as text again, each as often as it occurred, in batches of about 1 MB
-    (the trainer only needs the counts, not the order)."""
-    batch, size = [], 0
-    for word, n in words.items():
-        while n:
-            k = min(n, max(1, batch_chars // (len(word) + 1)))
-            batch.append((word + " ") * k)
-            size += k * (len(word) + 1)
-            n -= k
-            if size >= batch_chars:
-                yield batch
-                batch, size = [], 0
-    if batch:
-        yield batch
+    items = sorted(words.items())  # one order for every run (a Counter keeps the file's)
+    seqs = [[word[0]] + ["##" + c for c in word[1:]] for word, _ in items]
+    counts = [n for _, n in items]
+    chars, inside = set(), Counter()  # every character (each is a piece of its own); the "##" pieces
+    for (word, n), seq in zip(items, seqs):
+        chars.update(word)
+        for symbol in seq[1:]:
+            inside[symbol] += n
+    tokens = list(SPECIAL_TOKENS) + sorted(chars) + sorted(inside, key=lambda t: (-inside[t], t))
+    ids = {t: i for i, t in enumerate(tokens)}
+    pairs, where = Counter(), {}
+    for i, (seq, n) in enumerate(zip(seqs, counts)):
+        for pair in zip(seq, seq[1:]):
+            pairs[pair] += n
+            where.setdefault(pair, set()).add(i)
+    heap = [(-n, ids[a], ids[b], a, b) for (a, b), n in pairs.items()]
+    heapq.heapify(heap)
+    bar = progress_bar(total=max(vocab_size - len(tokens), 0), unit="piece", desc="merging", enabled=progress)
+    while len(tokens) < vocab_size and heap:
+        n, _, _, a, b = heapq.heappop(heap)
+        if pairs.get((a, b), 0) != -n:  # an entry from before the pair's count changed
+            continue
+        if -n < min_frequency:
+            break
+        new = a + b[2:]
+        if new not in ids:
+            ids[new] = len(tokens)
+            tokens.append(new)
+            bar.update(1)
+        changed = set()
+        for i in sorted(where.pop((a, b))):
+            seq, weight = seqs[i], counts[i]
+            merged, j = [], 0
+            while j < len(seq):
+                if j + 1 < len(seq) and seq[j] == a and seq[j + 1] == b:
+                    merged.append(new)
+                    j += 2
+                else:
+                    merged.append(seq[j])
+                    j += 1
+            if len(merged) == len(seq):  # the pair left this word in an earlier merge
+                continue
+            for pair in zip(seq, seq[1:]):
+                pairs[pair] -= weight
+                changed.add(pair)
+            for pair in zip(merged, merged[1:]):
+                pairs[pair] += weight
+                where.setdefault(pair, set()).add(i)
+                changed.add(pair)
+            seqs[i] = merged
+        pairs.pop((a, b), None)
+        for pair in sorted(changed - {(a, b)}):
+            if pairs[pair] > 0:
+                heapq.heappush(heap, (-pairs[pair], ids[pair[0]], ids[pair[1]], *pair))
+            else:
+                del pairs[pair]
+    bar.close()
+    return Vocab(tokens, source="<learned vocab>")
 
 
 def check_vocab(vocab: Vocab, words: Counter, do_lower_case: bool, sample_lines=()) -> dict:
