@@ -5,11 +5,13 @@ from .args import add_out_argument, nonnegative_int, positive_int
 def add_parser(subparsers):
     p = subparsers.add_parser(
         "vocab", help="learn a WordPiece vocabulary from text files",
-        description="Learn a WordPiece vocabulary with the tokenizers library's trainer, from the words "
-                    "bertlab's own BasicTokenizer makes of the text (lower-cased and accent-stripped "
-                    "unless --cased, punctuation split off, each CJK character a word), so it fits "
-                    "what the exact tokenizer produces. Writes OUT_DIR/vocab.txt ([PAD] [UNK] [CLS] "
-                    "[SEP] [MASK] first) and tokenizer_config.json, then checks that the text "
+        description="Learn a WordPiece vocabulary (BPE merges over word counts, as the tokenizers library's "
+                    "WordPieceTrainer, with ties settled so that the same text always gives the same "
+                    "vocabulary) from the words bertlab's own BasicTokenizer makes of the text "
+                    "(lower-cased and accent-stripped unless --cased, punctuation split off, each CJK "
+                    "character a word), so it fits what the exact tokenizer produces. Writes "
+                    "OUT_DIR/vocab.txt ([PAD] [UNK] [CLS] [SEP] [MASK] first, then the characters, then "
+                    "the merges in order) and tokenizer_config.json, then checks that the text "
                     "round-trips through it.")
     p.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files")
     add_out_argument(p, metavar="OUT_DIR")
