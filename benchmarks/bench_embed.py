@@ -95,7 +95,8 @@ def main():
     folder = resolve(args.model)
     loaded = load_pretrained(folder)
     model, tokenizer = loaded.model, loaded.tokenizer
-    model.to(args.device)
+    from bertlab.models.accelerate import accelerate
+    accelerate(model).to(args.device)
     st = SentenceTransformer(folder, device=args.device)
     hf_tok = transformers.AutoTokenizer.from_pretrained(folder)
     hf_model = transformers.BertModel.from_pretrained(folder).eval().to(args.device)

@@ -117,7 +117,8 @@ def gpt_bench(args, tmp):
     from bertlab.models import GPT, GPTConfig
     config = GPTConfig.preset("gpt2")
     torch.manual_seed(0)
-    fp32 = GPT(config).eval()
+    from bertlab.models.accelerate import accelerate
+    fp32 = accelerate(GPT(config)).eval()
     hf = GPT2LMHeadModel(GPT2Config(**{k: v for k, v in config.to_dict().items() if k != "architectures"})).eval()
     int8 = quantize_int8(copy.deepcopy(fp32))
     prompt = torch.randint(0, 50000, (1, 32), generator=torch.Generator().manual_seed(1))

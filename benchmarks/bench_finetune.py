@@ -140,6 +140,8 @@ def run_bertlab(folder, out, epochs, evaluate=True, lr=5e-5, batch=32, seed=0, g
               "train_steps_examples_per_s": summary["train_examples_per_s"]}  # steps only, no tokenizing/saving
     if evaluate:
         loaded = load_finetuned(os.path.join(out, "model"))
+        from bertlab.models.accelerate import accelerate
+        accelerate(loaded.model)
         task, model, tokenizer = task_from_state(loaded), loaded.model, loaded.tokenizer
         test = task.read(test_file)
         features = task.featurize(test, tokenizer)

@@ -47,7 +47,8 @@ PROMPT, NEW, TRAIN_BATCH, TRAIN_LEN = 32, 128, 8, 256
 def models(config):
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.manual_seed(0)
-    ours = GPT(config)
+    from bertlab.models.accelerate import accelerate
+    ours = accelerate(GPT(config))
     hf = GPT2LMHeadModel(GPT2Config(**{k: v for k, v in config.to_dict().items() if k != "architectures"}))
     return ours, hf
 

@@ -24,13 +24,14 @@ def main(argv=None):
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     from bertlab.models import BertForPreTraining
+    from bertlab.models.accelerate import accelerate
     from bertlab.pretraining.objective import preset_config
     kinds = ["absolute", "relative_key", "relative_key_query", "nezha"]
     models = {}
     for kind in kinds:
         torch.manual_seed(0)
-        model = BertForPreTraining(preset_config(args.preset, 8000, max_position_embeddings=args.length,
-                                                 position_embedding_type=kind)).train()
+        model = accelerate(BertForPreTraining(preset_config(args.preset, 8000, max_position_embeddings=args.length,
+                                                            position_embedding_type=kind))).train()
         models[kind] = model, torch.optim.AdamW(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(5, 8000, (args.batch_size, args.length), generator=g)

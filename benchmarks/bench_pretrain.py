@@ -174,7 +174,8 @@ def build_side(side: str, config_name: str, optimizer: str, device: str = "cpu",
         from bertlab.models.bert_config import BertConfig
         from bertlab.models.losses import pretraining_loss
         from bertlab.training.optim import param_groups
-        model = BertForPreTraining(BertConfig(vocab_size=30522, **overrides))
+        from bertlab.models.accelerate import accelerate
+        model = accelerate(BertForPreTraining(BertConfig(vocab_size=30522, **overrides)))
         groups = param_groups(model, 0.01)
 
         def step_loss(batch):  # compiled: the model and the loss in one graph, as the engine's --compile
@@ -242,7 +243,9 @@ def build_electra(side: str, overrides: dict):
         from bertlab.models.electra import Electra
         from bertlab.pretraining.electra import electra_loss
         from bertlab.training.optim import param_groups
-        model = Electra(BertConfig(vocab_size=30522, **overrides), BertConfig(vocab_size=30522, **ELECTRA_GENERATOR))
+        from bertlab.models.accelerate import accelerate
+        model = accelerate(Electra(BertConfig(vocab_size=30522, **overrides),
+                                   BertConfig(vocab_size=30522, **ELECTRA_GENERATOR)))
         return model, param_groups(model, 0.01), lambda batch: electra_loss(model, batch)[0]
     import transformers
     from bertlab.models.electra import replace_tokens, sample  # the same sampling on both sides

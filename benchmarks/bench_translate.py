@@ -142,7 +142,8 @@ def models(config, seed=0):
     """Ours, random, and a MarianMTModel holding the same weights (checked: equal logits)."""
     from transformers import MarianMTModel
     torch.manual_seed(seed)
-    ours = Seq2SeqTransformer(config)
+    from bertlab.models.accelerate import accelerate
+    ours = accelerate(Seq2SeqTransformer(config))
     hf = init_like_bertlab(MarianMTModel(marian_config(config)))
     copy_into_marian(ours, hf)
     assert hf.lm_head.weight.data_ptr() == hf.model.decoder.embed_tokens.weight.data_ptr(), "lm_head is not tied"
@@ -354,6 +355,8 @@ def main_trained(args):
     """--model: decoding only, with trained weights on real sentences."""
     from transformers import MarianMTModel
     loaded = load_translation_model(args.model)
+    from bertlab.models.accelerate import accelerate
+    accelerate(loaded.model)
     ours, source, target = loaded.model, loaded.tokenizer, loaded.extra["target_tokenizer"]
     hf = init_like_bertlab(MarianMTModel(marian_config(ours.config)))  # our sinusoid layout
     copy_into_marian(ours, hf)

@@ -73,6 +73,8 @@ def translation(folder):
     from bertlab.interop.translation_folder import load_translation_model
     from bertlab.io import read_lines
     loaded = load_translation_model(folder)
+    from bertlab.models.accelerate import accelerate
+    accelerate(loaded.model)
     model, source, target = loaded.model, loaded.tokenizer, loaded.extra["target_tokenizer"]
     lines = read_lines(os.path.join(DATA, "gettext-gnu-de", "test.de"))
     refs = read_lines(os.path.join(DATA, "gettext-gnu-de", "test.en"))

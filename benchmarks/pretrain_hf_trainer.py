@@ -73,7 +73,8 @@ def main():
 
     data, heldout = PretrainingData(args.data), PretrainingData(args.eval_data)
     torch.manual_seed(args.seed)
-    model = BertForPreTraining(BertConfig(vocab_size=data.meta["vocab_size"], **PRESETS[args.preset]))
+    from bertlab.models.accelerate import accelerate
+    model = accelerate(BertForPreTraining(BertConfig(vocab_size=data.meta["vocab_size"], **PRESETS[args.preset])))
 
     class Budget(TrainerCallback):
         def on_train_begin(self, *a, **k):

@@ -15,7 +15,7 @@ without its speed paths, training exactly as HF's: docs/results/qa-parity.md).
           HF's from_pretrained draws under torch.manual_seed(seed), normal = normal(0, 0.02) drawn
           for --seed, truncated = normal(0, 0.02) cut at two standard deviations (google's).
 --plain   bertlab's model without its CPU speed paths for the whole run: `padding`:
-          fast_paths.plain_path() (the padded layout, no packing or bucketing); `dropout`: torch's
+          the padded layout (accelerate() without BERT's packing or bucketing); `dropout`: torch's
           F.dropout in place of every numpy-drawn mask; `all` (or the flag alone): both, so only
           the notes' formulas remain.
 
@@ -94,10 +94,10 @@ def plain(what):
     import importlib
 
     import torch.nn.functional as F
-    from bertlab.core import fast_paths
     nd = importlib.import_module("bertlab.core.fast_paths.numpy_dropout")  # the module, not its function
-    if what in ("padding", "all"):
-        fast_paths._plain = True
+    if what in ("padding", "all"):  # accelerate() leaves BERT's padded layout alone from now on
+        acc = importlib.import_module("bertlab.models.accelerate")
+        acc.FAST[:] = [(p, f) for p, f in acc.FAST if p.__name__ not in ("BertModel", "BertEmbeddings")]
     if what == "padding":
         return
     nd._NumpyDropout.apply = staticmethod(lambda x, p: F.dropout(x, p, True))

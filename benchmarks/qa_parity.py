@@ -159,6 +159,8 @@ def decoders(data, out, a) -> list[dict]:
     rows = []
     for seed in (int(s) for s in a.seeds.split(",")):
         loaded = load_finetuned(os.path.join(out, f"bertlab{seed}", "model"))
+        from bertlab.models.accelerate import accelerate
+        accelerate(loaded.model)
         task, model, tokenizer = task_from_state(loaded), loaded.model, loaded.tokenizer
         examples = task.read(f"{data}/test.json")
         features = task.featurize(examples, tokenizer)

@@ -11,6 +11,7 @@ from bertlab.finetune.squad import QuestionAnsweringTask
 from bertlab.inference.embed import padded_tensors
 from bertlab.interop import init_from_state_dict, read_config, read_state_dict
 from bertlab.models import BertForQuestionAnswering, BertForTokenClassification
+from bertlab.models.accelerate import accelerate
 
 transformers = pytest.importorskip("transformers")
 
@@ -32,7 +33,7 @@ def _model(cls, minilm_dir, **kwargs):
     torch.manual_seed(0)  # the new head
     model = cls(read_config(minilm_dir), init_weights=False, **kwargs)
     init_from_state_dict(model, read_state_dict(minilm_dir))
-    return model.eval()
+    return accelerate(model).eval()  # the speed paths under test
 
 
 def _alone(model, input_ids, types, mask, row):
@@ -94,7 +95,7 @@ def test_packed_gradients_equal_the_rows_summed(minilm_dir, batch, one_thread):
 
 def test_token_loss_at_the_labelled_pieces_equals_the_whole_computation(minilm_dir, batch, one_thread):
     """Training's token-classification loss runs the last layer's projections and feed-forward
-    network at the labelled pieces alone (BertModel.forward_where): the same loss and gradients as
+    network at the labelled pieces alone (BertModel.forward's `selected`, accelerated): the same loss and gradients as
     the logits at every position with the rest ignored."""
     from bertlab.finetune.ner import IGNORE, TokenClassificationTask
     model = _model(BertForTokenClassification, minilm_dir, num_labels=5)  # eval: no dropout
@@ -119,7 +120,7 @@ def test_token_loss_at_the_labelled_pieces_equals_the_whole_computation(minilm_d
         torch.testing.assert_close(w.grad, expected, atol=1e-5, rtol=1e-4)
     # the last layer really ran on fewer rows: a position asked for must be a real token
     selected = labels != IGNORE
-    out = model.bert.forward_where(selected, input_ids, types, mask)
+    out = model.bert(input_ids, types, mask, selected=selected).sequence_output
     assert out.shape == (int(selected.sum()), model.config.hidden_size)
     with pytest.raises(ValueError, match="padding"):
-        model.bert.forward_where(~mask.bool(), input_ids, types, mask)
+        model.bert(input_ids, types, mask, selected=~mask.bool())

@@ -173,11 +173,12 @@ def test_preallocated_cache_reorders_and_drops_rows_like_a_growing_cache():
 
 def test_fused_qkv_equals_separate_projections_and_follows_weight_changes():
     torch.manual_seed(0)
-    mha = MultiHeadAttention(16, 4).eval()
+    from bertlab.models.accelerate import accelerate
+    mha = accelerate(MultiHeadAttention(16, 4)).eval()  # the speed path: Q, K, V as one matmul
     x = torch.randn(2, 5, 16)
     separate = [mha.split_heads(proj(x)) for proj in (mha.query, mha.key, mha.value)]
     with torch.inference_mode():
-        for fused, ref in zip(mha.fused_qkv(x), separate):
+        for fused, ref in zip(mha.heads_qkv(x), separate):
             torch.testing.assert_close(fused, ref)
         before = mha(x)[0]
     with torch.no_grad():

@@ -1,4 +1,4 @@
-"""The core's speed paths compute what the plain paths compute: caches derived from weights follow
+"""The core's speed paths (swapped in by models.accelerate) compute what the plain paths compute: caches derived from weights follow
 every kind of weight update; packed (unpadded) blocks, the last layer at a few positions and the
 explicit training attention give the outputs and gradients of the plain computation."""
 import os
@@ -18,6 +18,7 @@ from bertlab.core.fast_paths import (NumpyDropout, Packing, PrepackableLinear, P
                                      numpy_dropout)
 from bertlab.core.fast_paths import unpadding
 from bertlab.models import BertConfig, BertForPreTraining
+from bertlab.models.accelerate import accelerate
 
 
 @pytest.mark.parametrize("optimizer", [
@@ -27,7 +28,7 @@ from bertlab.models import BertConfig, BertForPreTraining
 ])
 def test_stacked_qkv_follows_optimizer_steps(optimizer):
     torch.manual_seed(0)
-    mha = MultiHeadAttention(16, 4)
+    mha = accelerate(MultiHeadAttention(16, 4))
     opt = optimizer(list(mha.parameters()))
     x = torch.randn(2, 5, 16)
     with torch.no_grad():
@@ -82,7 +83,7 @@ def test_pack_and_unpack_are_inverse_and_so_are_their_gradients():
 @pytest.mark.parametrize("queries", [False, True])
 def test_packed_encoder_block_equals_padded_at_real_positions(queries):
     torch.manual_seed(0)
-    block = EncoderBlock(16, 4, 32, dropout=0.0)
+    block = accelerate(EncoderBlock(16, 4, 32, dropout=0.0))
     am = _mask([7, 3, 5], 7)
     x = torch.randn(3, 7, 16)
     rows = torch.tensor([[0, 2, 6], [0, 1, 2], [0, 4, 1]])
@@ -143,7 +144,7 @@ def test_buckets_cover_every_token_once_at_least_cost(seed):
 
 def test_bucketed_encoder_block_equals_padded_at_real_positions():
     torch.manual_seed(0)
-    block = EncoderBlock(16, 4, 32, dropout=0.0)
+    block = accelerate(EncoderBlock(16, 4, 32, dropout=0.0))
     am = _mask([70, 3, 5, 68, 1, 12, 30, 4], 70)
     x = torch.randn(8, 70, 16)
     packing = Packing(am, buckets=True)
@@ -167,11 +168,11 @@ def test_bucketed_encoder_block_equals_padded_at_real_positions():
 
 
 @pytest.mark.parametrize("lengths", [[9, 4, 6], [9, 9, 9]])
-def test_pretraining_forward_at_masked_positions_equals_the_full_forward(lengths):
+def test_pretraining_last_layer_at_masked_positions_equals_the_full_forward(lengths):
     torch.manual_seed(0)
     config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=4,
                         intermediate_size=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    model = BertForPreTraining(config)
+    model = accelerate(BertForPreTraining(config))
     ids, am = torch.randint(5, 50, (3, 9)), _mask(lengths, 9)
     types = (torch.arange(9) >= 4).long().expand(3, -1)
     positions = torch.tensor([[1, 3, 0], [2, 3, 0], [5, 1, 4]])
@@ -199,7 +200,7 @@ def test_training_attention_with_dropout_is_dropout_of_the_softmax():
     q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
     mask = padding_mask(_mask([5, 3], 5))
     torch.manual_seed(1)
-    out, _ = scaled_dot_product_attention(q, k, v, mask, dropout_p=0.3)
+    out, _ = scaled_dot_product_attention(q, k, v, mask, dropout_p=0.3, dropout=numpy_dropout)
     torch.manual_seed(1)
     probs = (q @ k.transpose(-2, -1) / 2).masked_fill(~mask, float("-inf")).softmax(-1)
     torch.testing.assert_close(out, numpy_dropout(probs, 0.3) @ v)

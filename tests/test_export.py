@@ -139,14 +139,14 @@ def test_missing_onnxruntime_is_a_clear_error(monkeypatch):
 
 
 def test_plain_path_computes_what_the_packed_path_computes(folders):
-    """The plain path the export traces (padded, masked) equals bertlab's packed CPU path at real positions."""
-    from bertlab.core.fast_paths import plain_path
+    """The plain model the export traces (padded, masked) equals bertlab's packed CPU path at real positions."""
+    from bertlab.models.accelerate import plain_model
     model = load_model(folders["bert"]).model
     ids = torch.randint(5, model.config.vocab_size, (3, 9))
     mask = torch.tensor([[1] * 9, [1] * 4 + [0] * 5, [1] * 7 + [0] * 2])
     with torch.no_grad():
         packed = model(ids, attention_mask=mask).sequence_output
-        with plain_path():
+        with plain_model(model):
             plain = model(ids, attention_mask=mask).sequence_output
     torch.testing.assert_close(plain[mask.bool()], packed[mask.bool()], atol=1e-6, rtol=0)
 

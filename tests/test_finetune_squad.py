@@ -520,13 +520,11 @@ def test_a_training_step_with_dropout_equals_hfs_given_the_same_masks(tmp_path, 
     """Dropout on (0.1, hidden and attention): with one generator drawing every mask for both models
     in call order (embeddings, then per layer attention probabilities, attention output, feed-forward
     output), bertlab's span model and HF's give the same loss and gradients: the training forward
-    puts dropout where BERT's does. A padded batch keeps the padded layout (fast_paths.plain_path) so
-    that each mask has HF's shape; the test below shows the packed path equal to this one."""
-    import importlib
+    puts dropout where BERT's does. The plain model keeps the padded layout, so each mask has HF's
+    shape; the test below shows the accelerated (packed) path equal to this one."""
 
     transformers = pytest.importorskip("transformers")
     from bertlab import BertModel, save_pretrained
-    from bertlab.core import fast_paths
     from bertlab.finetune.setup import load_base_model
     from bertlab.interop.hf_bert import to_hf_name
     words = [f"w{i}" for i in range(40)]
@@ -549,12 +547,6 @@ def test_a_training_step_with_dropout_equals_hfs_given_the_same_masks(tmp_path, 
         return x * (torch.rand(x.shape, generator=masks) >= p).to(x.dtype) / (1 - p)
 
     monkeypatch.setattr(F, "dropout", shared_dropout)
-    numpy_dropout = importlib.import_module("bertlab.core.fast_paths.numpy_dropout")
-    monkeypatch.setattr(importlib.import_module("bertlab.core.attention"), "numpy_dropout",
-                        lambda x, p, training=True: shared_dropout(x, p, training))
-    monkeypatch.setattr(importlib.import_module("bertlab.core.blocks"), "numpy_dropout_add",
-                        lambda x, residual, p, training=True: residual + shared_dropout(x, p, training))
-    monkeypatch.setattr(numpy_dropout.NumpyDropout, "forward", lambda self, x: shared_dropout(x, self.p, self.training))
 
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(5, len(tokenizer), (3, 20), generator=g)
@@ -569,9 +561,8 @@ def test_a_training_step_with_dropout_equals_hfs_given_the_same_masks(tmp_path, 
             model.zero_grad()
             masks.manual_seed(5)
             shapes.clear()
-            if name == "ours":
-                with fast_paths.plain_path():
-                    s, e = model(ids * mask, types, mask)
+            if name == "ours":  # load_base_model's model is plain: fit() accelerates it
+                s, e = model(ids * mask, types, mask)
             else:
                 out = model(input_ids=ids * mask, token_type_ids=types, attention_mask=mask)
                 low = torch.finfo(torch.float32).min
@@ -591,19 +582,19 @@ def test_a_training_step_with_dropout_equals_hfs_given_the_same_masks(tmp_path, 
 
 def test_the_packed_bucketed_training_step_equals_the_padded_one_given_the_same_masks(monkeypatch):
     """With dropout on, BERT's CPU training path (the padding packed away, attention bucket by
-    bucket) and the padded path (fast_paths.plain_path) give the same loss and gradients when every
+    bucket) and the plain padded path (models.accelerate.plain_model) give the same loss and gradients when every
     dropout drops the same units: each mask is drawn for the padded layout and cut to the packed
     rows or to a bucket's rows and length. So the speed paths change the layout of the masks, never
     which units a step can drop."""
     import importlib
 
-    from bertlab.core import fast_paths
     from bertlab.core.fast_paths import unpadding
+    from bertlab.models.accelerate import accelerate, plain_model
     from bertlab.models.bert_tasks import BertForQuestionAnswering
     config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=160)
     torch.manual_seed(0)
-    model = BertForQuestionAnswering(config).train()
+    model = accelerate(BertForQuestionAnswering(config)).train()
     lengths = torch.tensor([150, 140, 30, 27, 12])  # long enough that attention takes two buckets
     mask = (torch.arange(150)[None] < lengths[:, None]).long()
     ids = torch.randint(5, 50, (5, 150)) * mask
@@ -619,7 +610,7 @@ def test_the_packed_bucketed_training_step_equals_the_padded_one_given_the_same_
 
     def keyed(x, p):
         """The mask of this call, drawn for the padded layout, in x's layout."""
-        packing = None if fast_paths.in_plain_path() else state.get("packing")
+        packing = None if state["plain"] else state.get("packing")
         if x.dim() == 4:  # attention probabilities: one draw per layer, a bucket takes its rows
             layer, bucket = state["attention"], None
             if packing is not None and packing.buckets:
@@ -641,12 +632,15 @@ def test_the_packed_bucketed_training_step_equals_the_padded_one_given_the_same_
     numpy_dropout = importlib.import_module("bertlab.core.fast_paths.numpy_dropout")
     monkeypatch.setattr(numpy_dropout._NumpyDropout, "apply", lambda x, p: x * keyed(x, p))
     monkeypatch.setattr(numpy_dropout._NumpyDropoutAdd, "apply", lambda x, residual, p: residual + x * keyed(x, p))
+    # the plain model's dropout is torch's
+    monkeypatch.setattr(F, "dropout", lambda x, p=0.5, training=True, inplace=False: x * keyed(x, p) if training and p
+                        else x)
     results = {}
     for path in ("packed", "padded"):
-        state.update(packing=None, attention=0, hidden=0, shapes=[])
+        state.update(packing=None, attention=0, hidden=0, shapes=[], plain=path == "padded")
         model.zero_grad()
         if path == "padded":
-            with fast_paths.plain_path():
+            with plain_model(model):
                 s, e = model(ids, None, mask)
         else:
             s, e = model(ids, None, mask)

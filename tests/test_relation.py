@@ -9,6 +9,7 @@ import torch
 from bertlab.cli import main
 from bertlab.finetune.relation import MARKERS, RelationTask, mark_words, read_relations, read_semeval, read_tacred
 from bertlab.models import BertConfig
+from bertlab.models.accelerate import accelerate
 from bertlab.models.bert_tasks import BertForRelationClassification
 from bertlab.tokenization import BertTokenizer, Vocab
 
@@ -93,10 +94,10 @@ def test_the_model_reads_the_last_layer_at_the_two_start_markers():
                         intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
                         attention_probs_dropout_prob=0.0)
     torch.manual_seed(0)
-    model = BertForRelationClassification(config, num_labels=3).eval()
+    model = accelerate(BertForRelationClassification(config, num_labels=3)).eval()
     ids = torch.randint(5, 40, (2, 10))
     mask = torch.ones_like(ids)
-    mask[1, 7:] = 0  # a padded row: forward_at packs it
+    mask[1, 7:] = 0  # a padded row: the accelerated encoder packs it
     positions = torch.tensor([[2, 5], [1, 4]])
     logits = model(ids, torch.zeros_like(ids), mask, positions)
     hidden = model.bert(ids, torch.zeros_like(ids), mask).sequence_output

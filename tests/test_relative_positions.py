@@ -13,6 +13,7 @@ from bertlab.core.relative_positions import LearnedRelativePositions, Sinusoidal
 from bertlab.interop.hf_bert import save_pretrained
 from bertlab.interop.pretrained import load_pretrained
 from bertlab.models import BertConfig, BertForPreTraining
+from bertlab.models.accelerate import accelerate
 from bertlab.tokenization import BertTokenizer, Vocab
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -190,10 +191,10 @@ def test_nezha_runs_beyond_max_position_embeddings_and_absolute_refuses():
 
 @pytest.mark.parametrize("kind", ["relative_key_query", "nezha"])
 def test_masked_positions_path_and_padding_match_full_forward(kind):
-    """forward_at (pretraining's path) and the packed padding give the outputs of the plain padded
-    computation: relative models never take a path that drops their term."""
+    """The masked positions (pretraining's path) and the packed padding of the accelerated model give
+    the outputs of the plain padded computation: relative models never take a path that drops their term."""
     torch.manual_seed(0)
-    model = BertForPreTraining(BertConfig(position_embedding_type=kind, **SIZES)).eval()
+    model = accelerate(BertForPreTraining(BertConfig(position_embedding_type=kind, **SIZES))).eval()
     ids = torch.randint(5, 40, (3, 12))
     mask = torch.ones_like(ids)
     mask[1, 8:], mask[2, 5:] = 0, 0

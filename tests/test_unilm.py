@@ -7,6 +7,7 @@ import torch
 from bertlab.core import causal_mask, left_to_right_mask, padding_mask, seq2seq_mask
 from bertlab.inference.translate import beam_search, greedy_decode
 from bertlab.models import BertConfig, BertForPreTraining
+from bertlab.models.accelerate import accelerate
 from bertlab.models.unilm import UniLMSeq2Seq
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
@@ -56,7 +57,7 @@ def test_a_target_free_sequence_under_seq2seq_is_bidirectional_and_all_target_is
 
 def test_bert_with_a_full_padding_mask_equals_its_padding_mask_path():
     torch.manual_seed(0)
-    model = BertForPreTraining(tiny_config()).eval()
+    model = accelerate(BertForPreTraining(tiny_config())).eval()
     ids = torch.randint(4, 40, (3, 9))
     attn = torch.ones(3, 9, dtype=torch.long)
     attn[0, 6:], attn[2, 4:] = 0, 0
@@ -68,9 +69,9 @@ def test_bert_with_a_full_padding_mask_equals_its_padding_mask_path():
     torch.testing.assert_close(a[real], b[real], rtol=1e-5, atol=1e-5)
 
 
-def test_forward_at_under_a_full_mask_equals_forward():
+def test_masked_positions_under_a_full_mask_equal_forward():
     torch.manual_seed(1)
-    model = BertForPreTraining(tiny_config()).eval()
+    model = accelerate(BertForPreTraining(tiny_config())).eval()
     ids, types = torch.randint(4, 40, (2, 8)), torch.tensor([[0] * 4 + [1] * 4, [0] * 5 + [1] * 3])
     mask = seq2seq_mask(types)
     positions = torch.tensor([[1, 5, 7], [0, 6, 7]])
@@ -126,6 +127,20 @@ def decoders(seed=0, sep_bias=0.0):
         model.mlm.bias[SEP] += sep_bias
     return (UniLMSeq2Seq(model, CLS, SEP, MASK, max_source_tokens=12),
             FullRecomputation(model, CLS, SEP, MASK, max_source_tokens=12))
+
+
+def test_the_accelerated_model_decodes_as_the_plain_one():
+    unilm, _ = decoders(seed=1, sep_bias=0.08)
+    src = sources()
+    plain_greedy = greedy_decode(unilm, src, max_len_a=0, max_len_b=9)
+    tokens = lambda out: [[h.tokens for h in hyps] for hyps in out]  # noqa: E731
+    plain_beam = beam_search(unilm, src, beam_size=3, nbest=3, max_len_a=0, max_len_b=6)
+    accelerate(unilm.model)
+    assert greedy_decode(unilm, src, max_len_a=0, max_len_b=9) == plain_greedy
+    fast_beam = beam_search(unilm, src, beam_size=3, nbest=3, max_len_a=0, max_len_b=6)
+    assert tokens(fast_beam) == tokens(plain_beam)
+    for hyps, ref in zip(fast_beam, plain_beam):
+        assert [h.score for h in hyps] == pytest.approx([h.score for h in ref], abs=1e-9)
 
 
 def test_greedy_decoding_with_the_cache_equals_full_recomputation():

@@ -2,7 +2,6 @@
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .fast_paths import NumpyDropout, numpy_dropout_add, select_rows
 from .feed_forward import PositionwiseFeedForward
 
 
@@ -13,14 +12,14 @@ class SublayerConnection(nn.Module):
     def __init__(self, d_model: int, dropout: float, norm_first: bool, eps: float):
         super().__init__()
         self.norm = nn.LayerNorm(d_model, eps=eps)
-        self.dropout = NumpyDropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
     def before(self, x):
         return self.norm(x) if self.norm_first else x
 
     def after(self, x, sublayer_out):
-        y = numpy_dropout_add(sublayer_out, x, self.dropout.p, self.dropout.training)
+        y = x + self.dropout(sublayer_out)
         return y if self.norm_first else self.norm(y)
 
 
@@ -38,24 +37,10 @@ class EncoderBlock(nn.Module):
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, act)
         self.feed_forward_sublayer = SublayerConnection(d_model, dropout, norm_first, eps)
 
-    def forward(self, x, mask=None, need_weights=False, queries=None, packing=None, rows=None):
-        """queries: (batch, n, d_model) rows of x to compute outputs for (default: all of x); the
-        keys and values still come from all of x. A model whose heads read a few positions of the
-        last layer (BERT pretraining: 21 of 128) computes only those there.
-
-        packing (core.fast_paths.Packing): x is (tokens, d_model), the real tokens of a padded batch
-        only; every sublayer but attention works position by position, so padding costs nothing.
-        rows (with packing): the packed rows of x to compute outputs for, (n,): attention runs over all
-        of x, and from its output projection on the block works on those rows alone (token
-        classification scores the labelled word pieces only)."""
-        if queries is None:
-            a, weights = self.attention(self.attention_sublayer.before(x), mask=mask, need_weights=need_weights,
-                                        packing=packing, rows=rows)
-            x = self.attention_sublayer.after(x if rows is None else select_rows(x, rows), a)
-        else:
-            a, weights = self.attention(self.attention_sublayer.before(queries), self.attention_sublayer.before(x),
-                                        mask=mask, need_weights=need_weights, packing=packing)
-            x = self.attention_sublayer.after(queries, a)
+    def forward(self, x, mask=None, need_weights=False):
+        """(x through self-attention and the feed-forward network, attention probabilities or None)."""
+        a, weights = self.attention(self.attention_sublayer.before(x), mask=mask, need_weights=need_weights)
+        x = self.attention_sublayer.after(x, a)
         x = self.feed_forward_sublayer.after(x, self.feed_forward(self.feed_forward_sublayer.before(x)))
         return x, weights
 

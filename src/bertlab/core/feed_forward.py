@@ -2,7 +2,6 @@
 import torch.nn.functional as F
 from torch import nn
 
-from .fast_paths import NumpyDropout, PrepackableLinear
 
 ACTIVATIONS = {
     "relu": F.relu,
@@ -22,10 +21,10 @@ def activation(name: str):
 class PositionwiseFeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, act: str = "gelu", dropout: float = 0.0):
         super().__init__()
-        self.intermediate = PrepackableLinear(d_model, d_ff)
-        self.output = PrepackableLinear(d_ff, d_model)
+        self.intermediate = nn.Linear(d_model, d_ff)
+        self.output = nn.Linear(d_ff, d_model)
         self.act = activation(act)
-        self.dropout = NumpyDropout(dropout)
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x):
         return self.output(self.dropout(self.act(self.intermediate(x))))

@@ -3,7 +3,6 @@ FFN(x) = (GELU(x W) * x V) W2. Beside the activation, a learned gate decides per
 passes; W and V are one input projection 2 x d_ff wide, split into the value and its gate."""
 from torch import nn
 
-from .fast_paths import NumpyDropout
 from .feed_forward import activation
 
 
@@ -12,7 +11,7 @@ class GeGLU(nn.Module):
         super().__init__()
         self.intermediate = nn.Linear(d_model, 2 * d_ff, bias=bias)
         self.act = activation(act)
-        self.dropout = NumpyDropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.output = nn.Linear(d_ff, d_model, bias=bias)
 
     def forward(self, x):

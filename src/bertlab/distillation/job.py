@@ -139,6 +139,7 @@ def load_teacher(folder):
     random: never used."""
     from ..interop.pretrained import check_layers_used, load_pretrained
     from ..models import BertForPreTraining
+    from ..models.accelerate import accelerate
     loaded = load_pretrained(folder, BertForPreTraining, strict=False)
     report = loaded.extra["report"]
     encoder_missing = [n for n in report.new if not n.startswith(("mlm.", "nsp."))]
@@ -146,6 +147,7 @@ def load_teacher(folder):
         raise ValueError(f"{folder}: its weights do not fit its config as a BERT:\n{report}")
     check_layers_used(report, folder, loaded.model.config)
     loaded.extra["has_masked_lm_head"] = not any(n.startswith("mlm.") for n in report.new)
+    accelerate(loaded.model)  # the teacher's forward runs every step (the student is fit()'s, accelerated there)
     return loaded
 
 

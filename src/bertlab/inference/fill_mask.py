@@ -97,4 +97,5 @@ def fill_mask_texts(model_dir, texts: list[str], top_k: int = 5, device: str = "
                              "decoder.bias) that fill-mask needs; give a ModernBertForMaskedLM folder") from None
     elif loaded.kind == "bert" and not isinstance(loaded.model, BertForPreTraining):
         loaded = load_masked_lm(loaded.folder or model_dir)
-    return fill_mask(loaded.model.to(pick_device(device)), loaded.tokenizer, texts, top_k)
+    from ..models.accelerate import accelerate  # the head models read here come plain from their readers
+    return fill_mask(accelerate(loaded.model).to(pick_device(device)), loaded.tokenizer, texts, top_k)

@@ -61,14 +61,17 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     """Replace every nn.Linear of `model` (a BERT, fine-tuned BERT, GPT or translation Transformer,
     in eval mode on the CPU) by its dynamic int8 version, in place. Attention's stacked Q/K/V
     projection and GPT's output layer (tied to the token embeddings, which stay fp32) get int8
-    copies of their own. Returns the model."""
+    copies of their own; the model is accelerated first (models.accelerate), whose attention reads
+    the stacked copy. Returns the model."""
     from ..core.attention import MultiHeadAttention
+    from ..models.accelerate import accelerate
     parameter = next(model.parameters())
     if parameter.device.type != "cpu":
         raise ValueError(f"int8 inference runs on the CPU; the model is on {parameter.device} (use --device cpu)")
     if parameter.dtype != torch.float32:
         raise ValueError(f"int8 quantisation starts from fp32 weights; the model is {parameter.dtype}")
     model.eval()
+    accelerate(model)
     for module in list(model.modules()):
         if isinstance(module, MultiHeadAttention):
             weight, bias = module.stacked_qkv()

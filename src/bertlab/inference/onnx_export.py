@@ -7,7 +7,7 @@ and output names (inference.onnx_runtime.load_onnx reads it). Batch and sequence
 positions) are dynamic: one export runs any batch of any length the model's positions allow.
 
 The graphs are traced with PyTorch's exporter (torch.export, `dynamo=True`) inside
-core.fast_paths.plain_path(): the padded computation with a padding mask, never the CPU packing
+models.accelerate.plain_model(): the padded computation with a padding mask, never the CPU packing
 that depends on which tokens of a batch are padding.
 """
 import contextlib
@@ -35,6 +35,7 @@ from ..io import (
     remove_stale_temp_files,
     temp_folder,
 )
+from ..models.accelerate import plain_model
 from . import onnx_graphs as graphs
 from .onnx_runtime import FORMAT, require_onnx
 
@@ -85,7 +86,7 @@ def _encoder_graph(loaded, D):
 
 def export_graph(graph, sample, shapes, path, opset: int = 18):
     """Trace `graph` on `sample` and write it to `path` (one file, weights inside)."""
-    with torch.no_grad(), _plain(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+    with torch.no_grad(), plain_model(graph), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
             _quiet_logger("torch.onnx"):
         warnings.simplefilter("ignore")  # the tracer's notes on our Python-level checks; the check below decides
         program = torch.onnx.export(graph, sample, dynamic_shapes=shapes, input_names=list(graph.inputs),
@@ -105,10 +106,6 @@ def _quiet_logger(name):
     finally:
         logger.setLevel(level)
 
-
-def _plain():
-    from ..core.fast_paths import plain_path
-    return plain_path()
 
 
 def metadata(loaded, folder, files: dict) -> dict:

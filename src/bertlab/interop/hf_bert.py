@@ -6,6 +6,7 @@ HF's follow google-research/bert's TF scopes. One table maps between them, both 
 import re
 
 from ..models import BertModel
+from ..models.accelerate import plain_class
 from .folder import LoadReport, copy_matching, write_hf_folder
 
 # (ours, HF) — `{i}` is a layer index. Everything not listed keeps its name.
@@ -121,7 +122,7 @@ def save_pretrained(model, folder, tokenizer=None, extra_config: dict | None = N
     """Write config.json, model.safetensors and (with a tokenizer) vocab.txt + tokenizer_config.json,
     each atomically, in the layout HF transformers loads with no missing or unexpected keys."""
     config = model.config.to_dict(hf=True)
-    name = type(model).__name__
+    name = plain_class(type(model)).__name__
     config["architectures"] = [name if name in HF_ARCHITECTURES else "BertModel"]
     if getattr(model, "num_labels", None):
         config["id2label"] = {str(i): f"LABEL_{i}" for i in range(model.num_labels)}

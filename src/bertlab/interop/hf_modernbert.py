@@ -13,6 +13,7 @@ from ..io import atomic_write_text
 from ..models.modernbert import (ModernBertForMaskedLM, ModernBertForQuestionAnswering,
                                  ModernBertForSequenceClassification, ModernBertForTokenClassification,
                                  ModernBertModel)
+from ..models.accelerate import plain_class
 from ..models.modernbert_config import ModernBertConfig
 from .folder import LoadedModel, LoadReport, copy_matching, read_state_dict, write_hf_folder
 from .hf_bert import _rename
@@ -64,7 +65,7 @@ def hf_state_dict(model) -> dict:
 
 def hf_config(model) -> dict:
     config = model.config.to_dict(hf=True)
-    config["architectures"] = [type(model).__name__]
+    config["architectures"] = [plain_class(type(model)).__name__]
     if isinstance(model, WITH_LABELS):
         config["id2label"] = {str(i): f"LABEL_{i}" for i in range(model.num_labels)}
         config["label2id"] = {v: int(k) for k, v in config["id2label"].items()}
@@ -77,7 +78,7 @@ def save_modernbert(model, folder, tokenizer=None, extra_config: dict | None = N
     bertlab reads): a folder HF's class of the same name, and AutoTokenizer, load with no missing
     or unexpected keys."""
     from ..tokenization import BertTokenizer
-    if type(model) not in ARCHITECTURES.values():
+    if plain_class(type(model)) not in ARCHITECTURES.values():
         raise TypeError(f"save_modernbert: expects one of {sorted(ARCHITECTURES)}, not {type(model).__name__}")
     write_hf_folder(folder, {**hf_config(model), **(extra_config or {})}, hf_state_dict(model))
     if isinstance(tokenizer, BertTokenizer):

@@ -25,6 +25,7 @@ from .finetuned import load_finetuned, readable_folder
 from .folder import LoadedModel
 from .google_bert import google_architecture, is_google_folder
 from .pretrained import load_pretrained, resolve
+from ..models.accelerate import accelerate
 
 # The BERT classes a config's `architectures` can name; HF's BertForMaskedLM loads as
 # BertForPreTraining (its masked-LM head is ours; the NSP head it lacks is left freshly initialised),
@@ -32,17 +33,21 @@ from .pretrained import load_pretrained, resolve
 BERT_ARCHITECTURES = ("BertModel", "BertForPreTraining", "BertForSequenceClassification")
 
 
-def load_model(folder, device="cpu") -> LoadedModel:
+def load_model(folder, device="cpu", plain: bool = False) -> LoadedModel:
     """The model saved in `folder` (any folder bertlab writes, an HF BERT or GPT-2 folder, a
     google-research/bert folder or a packaged name such as "minilm"), dispatched on what the folder
-    holds (module docstring), on `device`. A LoadedModel given for `folder` is returned as it is,
+    holds (module docstring), on `device`, with the CPU speed paths swapped in
+    (models.accelerate) unless `plain`. A LoadedModel given for `folder` is returned as it is,
     moved to `device`: every entry point takes either."""
     if isinstance(folder, LoadedModel):
         folder.model.to(device)
         return folder
     # a fine-tuned model may be read while a save replaces it: readable_folder picks the whole one
     path = resolve(readable_folder(folder))
-    return dataclasses.replace(_load(path, device), folder=path)
+    loaded = _load(path, device)
+    if not plain:
+        accelerate(loaded.model)
+    return dataclasses.replace(loaded, folder=path)
 
 
 def load_model_of(source, kinds: tuple, purpose: str, device="cpu") -> LoadedModel:

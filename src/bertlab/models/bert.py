@@ -7,8 +7,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..core import EncoderBlock, activation, make_relative_positions, padding_mask
-from ..core import fast_paths
-from ..core.fast_paths import NumpyDropout, Packing
 from .bert_config import BertConfig
 
 
@@ -30,7 +28,7 @@ class BertEmbeddings(nn.Module):
             self.position_embeddings = nn.Embedding(config.max_position_embeddings, width)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width)
         self.norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
-        self.dropout = NumpyDropout(config.hidden_dropout_prob)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def sum_embeddings(self, input_ids, token_type_ids=None):
         """E_token + E_position + E_segment: the same as one-hot [token | position | segment] times
@@ -47,12 +45,9 @@ class BertEmbeddings(nn.Module):
             return x + self.token_type_embeddings.weight[0]
         return x + self.token_type_embeddings(token_type_ids)
 
-    def forward(self, input_ids, token_type_ids=None, packing: Packing | None = None):
-        """(batch, len, hidden); with `packing`, the real tokens only, (tokens, hidden)."""
-        x = self.sum_embeddings(input_ids, token_type_ids)
-        if packing is not None:
-            x = packing.pack(x)
-        return self.dropout(self.norm(x))
+    def forward(self, input_ids, token_type_ids=None):
+        """(batch, len, hidden)."""
+        return self.dropout(self.norm(self.sum_embeddings(input_ids, token_type_ids)))
 
 
 class Pooler(nn.Module):
@@ -108,66 +103,32 @@ class BertModel(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None,
-                output_hidden_states=False, output_attentions=False) -> BertOutput:
-        """Every position's last-layer output. On a CPU the padding is packed away first
-        (core.fast_paths.unpadding: the position-wise layers skip it), and the outputs are unpacked
-        at the end with zeros at the padding; outputs at real positions are those of the padded
-        computation."""
-        mask, packing = self.padding(attention_mask, buckets=not output_attentions)
-        x = self.embed(input_ids, token_type_ids, packing)
-        unpack = packing.unpack if packing is not None else lambda t: t
-        hidden_states, attentions = [unpack(x)] if output_hidden_states else None, [] if output_attentions else None
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, output_hidden_states=False,
+                output_attentions=False, positions=None, selected=None) -> BertOutput:
+        """The last layer's output at every position, and the pooled [CLS].
+
+        attention_mask: (batch, len), 1 for real tokens and 0 for padding, or a full mask (batch,
+        len, len) or (batch, 1, len, len), True where query i may see key j (UniLM's, core.masks).
+        What the heads read may be asked for, in place of every position (sequence_output then holds
+        those alone): positions (batch, n), the positions a pretraining or relation head reads, gives
+        (batch, n, hidden); selected (batch, len) bool, the tokens token classification scores, gives
+        (n, hidden) in row-major order. The accelerated model (models.accelerate) then computes the
+        last layer there alone; here it is the whole computation, then a gather."""
+        mask = self.padding(attention_mask)
+        x = self.embed(input_ids, token_type_ids)
+        hidden_states, attentions = [x] if output_hidden_states else None, [] if output_attentions else None
         for layer in self.layer_stack():
-            x, weights = layer(x, mask, need_weights=output_attentions, packing=packing)
+            x, weights = layer(x, mask, need_weights=output_attentions)
             if output_hidden_states:
-                hidden_states.append(unpack(x))
+                hidden_states.append(x)
             if output_attentions:
                 attentions.append(weights)
-        x = unpack(x)
-        return BertOutput(x, self.pooler(x), hidden_states, attentions)
-
-    def forward_at(self, positions, input_ids, token_type_ids=None, attention_mask=None) -> BertOutput:
-        """The last layer's output at `positions` (batch, n) only, (batch, n, hidden), and the pooled
-        [CLS]: what the pretraining and sentence heads read. As forward() with the padding packed
-        away, and the last layer computes only the n positions and [CLS] (its keys and values still
-        see every token): the same outputs for less work."""
-        if self.config.position_embedding_type != "absolute":  # queries need positions 0..len-1: whole layer
-            out = self.forward(input_ids, token_type_ids, attention_mask)
-            index = positions[..., None].expand(-1, -1, out.sequence_output.size(-1))
-            return BertOutput(out.sequence_output.gather(1, index), out.pooled_output)
-        mask, packing = self.padding(attention_mask, buckets=True)
-        x = self.below_last_layer(input_ids, token_type_ids, mask, packing)
-        rows = torch.cat([positions.new_zeros(positions.size(0), 1), positions], 1)  # [CLS] first, for the pooler
-        if packing is not None:
-            queries = x.index_select(0, packing.rows(rows).reshape(-1)).view(*rows.shape, -1)
-        else:
-            queries = x.gather(1, rows[..., None].expand(-1, -1, x.size(-1)))
-        if mask is not None and mask.size(-2) > 1:  # a full mask: the rows of the queries computed
-            mask = mask[torch.arange(len(rows), device=rows.device)[:, None], 0, rows][:, None]
-        x, _ = self.layer_stack()[-1](x, mask, queries=queries, packing=packing)
-        return BertOutput(x[:, 1:], self.pooler(x))
-
-    def forward_where(self, selected, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
-        """The last layer's output where `selected` (batch, len) is True, (n, hidden) in row-major
-        order: forward().sequence_output[selected], with the padding packed away and the last layer's
-        output projection and feed-forward network run for the selected positions alone (its
-        attention still reads every token). Token classification's loss reads the labelled word
-        pieces only (two thirds of man-page NER's tokens): the same vectors for less work."""
-        mask, packing = self.padding(attention_mask, buckets=True)
-        if packing is None:  # nothing to pack (no padding, a GPU, an export trace): the whole computation
-            return self.forward(input_ids, token_type_ids, attention_mask).sequence_output[selected]
-        x = self.below_last_layer(input_ids, token_type_ids, mask, packing)
-        x, _ = self.layer_stack()[-1](x, mask, packing=packing, rows=packing.rows_where(selected))
-        return x
-
-    def below_last_layer(self, input_ids, token_type_ids, mask, packing):
-        """The embeddings through every layer but the last: what forward_at and forward_where share
-        before their last layer computes only some positions."""
-        x = self.embed(input_ids, token_type_ids, packing)
-        for layer in self.layer_stack()[:-1]:
-            x, _ = layer(x, mask, packing=packing)
-        return x
+        pooled = self.pooler(x)
+        if positions is not None:
+            x = x.gather(1, positions[..., None].expand(-1, -1, x.size(-1)))
+        elif selected is not None:
+            x = x[selected]
+        return BertOutput(x, pooled, hidden_states, attentions)
 
     def layer_stack(self) -> list:
         """The num_hidden_layers blocks the input runs through, in order. Without sharing, each
@@ -176,44 +137,27 @@ class BertModel(nn.Module):
         n, groups = self.config.num_hidden_layers, len(self.layers)
         return list(self.layers) if groups == n else [self.layers[i * groups // n] for i in range(n)]
 
-    def embed(self, input_ids, token_type_ids=None, packing=None):
+    def embed(self, input_ids, token_type_ids=None):
         """The embeddings, projected from E to H when the embedding is factorised."""
-        x = self.embeddings(input_ids, token_type_ids, packing)
+        x = self.embeddings(input_ids, token_type_ids)
         projection = getattr(self, "embedding_projection", None)
         return x if projection is None else projection(x)
 
-    def padding(self, attention_mask, buckets=False):
-        """(boolean attention mask, Packing) of a batch; (None, None) when nothing is padding (the
-        fused attention kernel then runs unmasked). Packing is for CPUs: on a GPU its index
-        bookkeeping (a host sync, extra small kernels) cost more than the padding it skips (H100,
-        bf16 BERT-base batch 64: 39.8 ms a step packed, 26.9 padded). With `buckets`, self-attention
-        runs over rows of similar length together, each bucket padded to its own longest row
-        (fast_paths.unpadding): a shuffled batch of man-page sentences then took 19% less CPU time a
-        fine-tuning step (token classification, MiniLM, batch 32); attention pictures
-        (output_attentions) keep the batch's one padded layout.
-
-        A full mask, (batch, len, len) or (batch, 1, len, len) bool with True where query i may
-        see key j (UniLM's left-to-right and sequence-to-sequence masks, core.masks), goes as it is
-        to attention, on the plain padded path: packing assumes each row sees all its real keys."""
-        if attention_mask is not None and attention_mask.dim() > 2:
-            return _full_mask(attention_mask), None
+    @staticmethod
+    def padding(attention_mask):
+        """The boolean mask attention takes: (batch, 1, 1, len) from a padding mask, (batch, 1, len,
+        len) from a full one; None when there is no mask."""
         if attention_mask is None:
-            return None, None
-        # fast_paths.plain_path(): a graph for every batch (ONNX export); torch.compile: one graph,
-        # no host sync; a GPU's training step: no host sync (the step launches ahead of the GPU)
-        if fast_paths.in_plain_path() or torch.compiler.is_compiling() or \
-                (attention_mask.device.type != "cpu" and torch.is_grad_enabled()):
-            return padding_mask(attention_mask), None
-        if bool(attention_mask.all()):
-            return None, None
-        packing = Packing(attention_mask, buckets) if attention_mask.device.type == "cpu" else None
-        return padding_mask(attention_mask), packing
+            return None
+        if attention_mask.dim() > 2:
+            return full_mask(attention_mask)
+        return padding_mask(attention_mask)
 
     def get_embedding_table(self):
         return self.embeddings.word_embeddings.weight
 
 
-def _full_mask(mask):
+def full_mask(mask):
     """A (batch, len, len) or (batch, 1, len, len) mask as the bool (batch, 1, len, len) attention takes."""
     if mask.dim() == 3:
         mask = mask[:, None]
@@ -277,8 +221,5 @@ class BertForPreTraining(nn.Module):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, masked_lm_positions=None):
         """(MLM logits at masked_lm_positions, or at every position when None; NSP logits)."""
-        if masked_lm_positions is None:
-            out = self.bert(input_ids, token_type_ids, attention_mask)
-        else:  # without the padding, and the last layer at the masked positions only: exact, ~25% less work
-            out = self.bert.forward_at(masked_lm_positions, input_ids, token_type_ids, attention_mask)
+        out = self.bert(input_ids, token_type_ids, attention_mask, positions=masked_lm_positions)
         return self.mlm(out.sequence_output), self.nsp(out.pooled_output)

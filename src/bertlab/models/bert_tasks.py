@@ -7,7 +7,6 @@ fine-tuned folder loads in HF and an HF fine-tuned checkpoint loads here.
 import torch
 from torch import nn
 
-from ..core.fast_paths import NumpyDropout
 from .bert import BertModel
 from .bert_config import BertConfig
 
@@ -19,7 +18,7 @@ class _BertWithHead(nn.Module):
         super().__init__()
         self.config, self.init_weights = config, init_weights
         self.bert = BertModel(config, init_weights)
-        self.dropout = NumpyDropout(config.hidden_dropout_prob)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def _init_head(self, head: nn.Linear) -> nn.Linear:
         if self.init_weights:
@@ -36,16 +35,16 @@ class BertForSequenceClassification(_BertWithHead):
         self.classifier = self._init_head(nn.Linear(config.hidden_size, num_labels))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None):
-        # Only [CLS] is read: forward_at packs the padding away and runs the last layer for [CLS]
-        # alone (its keys and values still see every token). The same logits, less work.
+        # Only [CLS] is read: no other position (the accelerated encoder then runs its last layer
+        # for [CLS] alone; its keys and values still see every token)
         no_positions = input_ids.new_zeros(input_ids.size(0), 0)
-        out = self.bert.forward_at(no_positions, input_ids, token_type_ids, attention_mask)
+        out = self.bert(input_ids, token_type_ids, attention_mask, positions=no_positions)
         return self.classifier(self.dropout(out.pooled_output))
 
 
 class BertForTokenClassification(_BertWithHead):
     """Every token's vector -> dropout -> linear: (batch, len, num_labels) tag logits (NER). The
-    encoder computes real tokens only (BertModel.forward packs the padding away on a CPU)."""
+    accelerated encoder computes real tokens only (it packs the padding away on a CPU)."""
 
     def __init__(self, config: BertConfig, num_labels: int = 2, init_weights: bool = True):
         super().__init__(config, init_weights)
@@ -54,11 +53,8 @@ class BertForTokenClassification(_BertWithHead):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, selected=None):
         """selected (batch, len) bool: the logits where it is True alone, (n, num_labels) in row-major
-        order (BertModel.forward_where: training scores the labelled word pieces only)."""
-        if selected is not None:
-            return self.classifier(self.dropout(self.bert.forward_where(selected, input_ids, token_type_ids,
-                                                                        attention_mask)))
-        out = self.bert(input_ids, token_type_ids, attention_mask)
+        order (training scores the labelled word pieces only; BertModel.forward's `selected`)."""
+        out = self.bert(input_ids, token_type_ids, attention_mask, selected=selected)
         return self.classifier(self.dropout(out.sequence_output))
 
 
@@ -101,9 +97,9 @@ class BertForMultipleChoice(_BertWithHead):
     def forward(self, input_ids, token_type_ids=None, attention_mask=None):
         batch, choices, length = input_ids.shape
         flat = lambda t: None if t is None else t.reshape(batch * choices, length)  # noqa: E731
-        # Only [CLS] is read, as in sequence classification: forward_at at no other position.
+        # Only [CLS] is read, as in sequence classification: no other position.
         no_positions = input_ids.new_zeros(batch * choices, 0)
-        out = self.bert.forward_at(no_positions, flat(input_ids), flat(token_type_ids), flat(attention_mask))
+        out = self.bert(flat(input_ids), flat(token_type_ids), flat(attention_mask), positions=no_positions)
         return self.classifier(self.dropout(out.pooled_output)).view(batch, choices)
 
 
@@ -117,8 +113,8 @@ class BertForRelationClassification(_BertWithHead):
         self.classifier = self._init_head(nn.Linear(2 * config.hidden_size, num_labels))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, entity_positions=None):
-        # forward_at runs the last layer for the two marker positions (and [CLS]) alone
-        out = self.bert.forward_at(entity_positions, input_ids, token_type_ids, attention_mask)
+        # the two marker positions alone (the accelerated encoder's last layer computes only them)
+        out = self.bert(input_ids, token_type_ids, attention_mask, positions=entity_positions)
         return self.classifier(self.dropout(out.sequence_output.flatten(1)))
 
 

@@ -78,10 +78,10 @@ class ElectraForMaskedLM(nn.Module):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, positions=None):
         """Vocabulary logits at `positions` (batch, n), or at every position when None. With
-        positions the last layer runs at those positions only (BertModel.forward_at): exact, less work."""
+        positions, the accelerated encoder's last layer runs at those positions only: exact, less work."""
         if positions is None:
             return self.generator(self.electra(input_ids, token_type_ids, attention_mask).sequence_output)
-        out = self.electra.forward_at(positions, input_ids, token_type_ids, attention_mask)
+        out = self.electra(input_ids, token_type_ids, attention_mask, positions=positions)
         return self.generator(out.sequence_output)
 
 

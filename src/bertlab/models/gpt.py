@@ -12,8 +12,7 @@ from torch import nn
 
 from .gpt_config import PRESETS, GPTConfig  # noqa: F401 (GPTConfig and PRESETS are imported from here too)
 from ..core import DecoderBlock, KVCache, causal_mask
-from ..core.masks import CAUSAL, key_positions, query_positions
-from ..core import fast_paths
+from ..core.masks import key_positions, query_positions
 
 
 class GPT(nn.Module):
@@ -52,23 +51,6 @@ class GPT(nn.Module):
         """A key/value cache for every block, preallocated for `max_len` positions (n_positions)."""
         return KVCache(len(self.h), max_len or self.config.n_positions)
 
-    _prepacked_head = None
-
-    def prepack_for_decoding(self, batch_size: int):
-        """Prepack the weights for `batch_size`-row decoding steps (core.fast_paths.mkl_prepacking:
-        ~2x faster steps on MKL CPUs at batch 8, at the cost of a second copy of the weights until
-        `drop_prepacked`)."""
-        head = self._prepacked_head
-        if head is not None and head.rows == batch_size and head.stamp == fast_paths.weight_stamp(self.wte.weight):
-            return  # packed for this batch size and still current
-        fast_paths.prepack_for_rows(self, batch_size)
-        if fast_paths.can_prepack(self.wte.weight) and "int8_head" not in self._modules:
-            self._prepacked_head = fast_paths.PrepackedWeight(self.wte.weight, batch_size)
-
-    def drop_prepacked(self):
-        fast_paths.drop_prepacked(self)
-        self._prepacked_head = None
-
     def hidden_states(self, idx, cache=None, attention_mask=None, positions=None):
         """The final LayerNorm's output (batch, len, n_embd) for token ids `idx` (batch, len).
 
@@ -82,18 +64,16 @@ class GPT(nn.Module):
         if positions is None:
             positions = torch.arange(past, past + length, device=idx.device)
         x = self.drop(self.wte(idx) + self.wpe(positions))
-        mask = self._self_mask(length, past + length, attention_mask, idx.device)
+        mask = self.self_mask(length, past + length, attention_mask, idx.device)
         for i, block in enumerate(self.h):
             x, _ = block(x, self_mask=mask, cache=cache, layer=i)
         return self.ln_f(x)
 
     @staticmethod
-    def _self_mask(length, key_len, attention_mask, device):
+    def self_mask(length, key_len, attention_mask, device):
         if attention_mask is None:
             if length == 1:  # one new position attends to everything cached: no mask, the cheapest SDPA call
                 return None
-            if length == key_len and not fast_paths.in_plain_path():  # a whole sequence: the fused kernel's own mask
-                return CAUSAL
             return causal_mask(length, key_len, device)
         allowed = causal_mask(length, key_len, device) & attention_mask.bool()[:, None, None, :]
         # a padding query would see no key at all (a softmax of -inf: NaN); let it see itself
@@ -102,24 +82,20 @@ class GPT(nn.Module):
     def forward(self, idx, targets=None, cache=None, attention_mask=None, positions=None, last_only=False):
         """Logits (batch, len, vocab) — or (batch, 1, vocab) with `last_only`, as sampling needs —
         and, given `targets` (batch, len; -100 is ignored), the mean next-token cross-entropy.
-
-        In training mode, given targets, the logits are None: a training step needs the loss alone,
-        and the output layer and the loss then run as one step that never keeps the logits, the
-        largest tensors of the step (core.fast_paths.linear_cross_entropy)."""
+        (The accelerated model, models.accelerate, returns no logits from a training step with
+        targets: its output layer and loss run as one step that never keeps them.)"""
         x = self.hidden_states(idx, cache, attention_mask, positions)
-        if targets is not None and self.training:
-            return None, fast_paths.linear_cross_entropy(x.reshape(-1, x.size(-1)), self.wte.weight, targets.reshape(-1))
         if last_only:
             x = x[:, -1:]
-        int8_head = self._modules.get("int8_head")  # inference.int8.quantize_int8's int8 copy of wte
-        if int8_head is not None:
-            logits = int8_head(x)
-        else:
-            logits = fast_paths.prepacked_linear(x, self.wte.weight, None, self._prepacked_head)  # tied to the embeddings
+        logits = self.output_logits(x)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100)
         return logits, loss
+
+    def output_logits(self, x):
+        """The output layer, tied to the token embeddings."""
+        return F.linear(x, self.wte.weight)
 
 
 def _diagonal(length, key_len, device):

@@ -9,8 +9,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..core import activation
-from ..core import fast_paths
-from ..core.fast_paths import NumpyDropout
 from ..core.geglu import GeGLU
 from ..core.pre_norm import PreNormResidual, bias_free_layer_norm
 from ..core.rotary import RotaryEmbedding, apply_rotary
@@ -26,7 +24,7 @@ class ModernBertEmbeddings(nn.Module):
         super().__init__()
         self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.norm = bias_free_layer_norm(config.hidden_size, config.norm_eps, config.norm_bias)
-        self.dropout = NumpyDropout(config.embedding_dropout)
+        self.dropout = nn.Dropout(config.embedding_dropout)
 
     def forward(self, input_ids):
         return self.dropout(self.norm(self.word_embeddings(input_ids)))
@@ -45,7 +43,7 @@ class RotarySelfAttention(nn.Module):
         self.rotary = RotaryEmbedding(self.d_head, config.rope_theta(is_global))
         self.window = None if is_global else config.local_attention
         self.dropout_p = config.attention_dropout
-        self.dropout = NumpyDropout(config.attention_dropout)
+        self.dropout = nn.Dropout(config.attention_dropout)
 
     def forward(self, x, batch, need_weights=False):
         """x (batch, len, hidden) under a PaddedBatch or (tokens, hidden) under a PackedBatch."""
@@ -81,6 +79,9 @@ class ModernBertLayer(nn.Module):
 class ModernBertModel(nn.Module):
     """The encoder: embeddings, the layers, a final LayerNorm. No pooler (pooled_output is None):
     its heads pool [CLS] or the mean themselves."""
+    # whether forward(unpadded=None) packs a CPU batch's real tokens together: off in the plain
+    # model, so it computes the padded batch as written; models.accelerate turns it on
+    unpads_by_default = False
 
     def __init__(self, config: ModernBertConfig, init_weights: bool = True):
         super().__init__()
@@ -104,8 +105,8 @@ class ModernBertModel(nn.Module):
                 unpadded: bool | None = None, token_type_ids=None) -> BertOutput:
         """Every position's last-layer output (zeros at the padding when unpadded). `unpadded`
         packs the batch's real tokens into one sequence (core.unpadded_attention); None packs
-        when there is padding to skip and the computation allows it (a CPU, no attention
-        pictures, not an export trace). The outputs at real positions are the same either way.
+        in an accelerated model (models.accelerate) when there is padding to skip and the
+        computation allows it (a CPU, no attention pictures, not a compiled graph). The outputs at real positions are the same either way.
         hidden_states are the embeddings' output and each layer's, the last one after the final
         LayerNorm (so it is the sequence output, as BERT's is and transformers 5 gives it).
         token_type_ids is accepted by name and ignored (ModernBERT has no segments), so code
@@ -128,9 +129,9 @@ class ModernBertModel(nn.Module):
     def layout(self, input_ids, attention_mask, output_attentions, unpadded):
         if attention_mask is not None and attention_mask.dim() != 2:
             raise ValueError(f"attention_mask must be (batch, length), got {tuple(attention_mask.shape)}")
-        # the CPU may look at the mask (a GPU would wait for it; an export trace must keep it)
-        may_look = (attention_mask is not None and attention_mask.device.type == "cpu"
-                    and not fast_paths.in_plain_path() and not torch.compiler.is_compiling())
+        # the CPU may look at the mask (a GPU would wait for it; a compiled graph must keep it)
+        may_look = (self.unpads_by_default and attention_mask is not None and attention_mask.device.type == "cpu"
+                    and not torch.compiler.is_compiling())
         whole = may_look and bool(attention_mask.all())  # no padding: no mask, so local layers compute their band alone
         if unpadded is None:
             unpadded = may_look and not output_attentions and not whole
@@ -232,7 +233,7 @@ class _ModernBertWithClassifier(nn.Module):
         self.config, self.num_labels = config, num_labels
         self.modernbert = ModernBertModel(config, init_weights)
         self.head = ModernBertHead(config)
-        self.dropout = NumpyDropout(config.classifier_dropout)
+        self.dropout = nn.Dropout(config.classifier_dropout)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         if init_weights:
             self.head.apply(self.modernbert._init_weights)

@@ -60,7 +60,7 @@ class BertForSpanBoundaryPreTraining(nn.Module):
         n = masked_lm_positions.size(1)
         # one pass of the encoder reads the masked pieces and both boundaries
         rows = torch.cat([masked_lm_positions, masked_lm_boundaries[..., 0], masked_lm_boundaries[..., 1]], 1)
-        out = self.pretraining.bert.forward_at(rows, input_ids, token_type_ids, attention_mask)
+        out = self.pretraining.bert(input_ids, token_type_ids, attention_mask, positions=rows)
         x = out.sequence_output
         mlm = self.pretraining.mlm(x[:, :n])
         nsp = self.pretraining.nsp(out.pooled_output)

@@ -12,7 +12,6 @@ from torch import nn
 
 from .transformer_config import PRESETS, TransformerConfig  # noqa: F401 (imported from here too)
 from ..core import DecoderBlock, EncoderBlock, KVCache, PositionalEncoding, causal_mask, padding_mask
-from ..core.fast_paths import NumpyDropout, PrepackableLinear
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -26,14 +25,14 @@ class Seq2SeqTransformer(nn.Module):
         self.target_embedding = (self.source_embedding if c.share_embeddings else
                                  nn.Embedding(c.target_vocab_size, c.d_model, padding_idx=c.pad_token_id))
         self.positions = PositionalEncoding(c.d_model, c.max_position_embeddings)
-        self.dropout = NumpyDropout(c.dropout)
+        self.dropout = nn.Dropout(c.dropout)
         block = dict(dropout=c.dropout, attention_dropout=c.attention_dropout, act=c.activation_function,
                      norm_first=False, eps=c.layer_norm_eps)
         self.encoder = nn.ModuleList(EncoderBlock(c.d_model, c.attention_heads, c.ffn_dim, **block)
                                      for _ in range(c.encoder_layers))
         self.decoder = nn.ModuleList(DecoderBlock(c.d_model, c.attention_heads, c.ffn_dim, **block)
                                      for _ in range(c.decoder_layers))
-        self.output = PrepackableLinear(c.d_model, c.target_vocab_size, bias=False)
+        self.output = nn.Linear(c.d_model, c.target_vocab_size, bias=False)
         self._init_weights()
         if c.tie_word_embeddings or c.share_embeddings:
             self.output.weight = self.target_embedding.weight

@@ -105,7 +105,7 @@ def _block_step(block, x, source_kv, mask, cache, layer: int, n_real: int):
     """One EncoderBlock over the target positions x, their keys and values after the source's and
     the cached target's; the first n_real positions are real tokens (cached), the last a [MASK]."""
     attention, sub = block.attention, block.attention_sublayer
-    q, k, v = attention.fused_qkv(sub.before(x))
+    q, k, v = attention.heads_qkv(sub.before(x))
     if cache is not None:
         past_k, past_v = cache.append(layer, k[:, :, :n_real], v[:, :, :n_real])
         k, v = torch.cat([past_k, k[:, :, n_real:]], 2), torch.cat([past_v, v[:, :, n_real:]], 2)

@@ -18,7 +18,7 @@ def it_attention(out_dir: str, overwrite: bool = False, model_name: str = "minil
     shown = Shown("'it' -> animal / street", "004, 词义随上下文变化的问题")
     path = os.path.join(out_dir, PICTURE)
     check_output_file(path, overwrite, flag="-o")
-    loaded = load_model(model_name)
+    loaded = load_model(model_name, plain=True)  # the notes' formula, not the speed paths
     model, tokenizer = loaded.encoder, loaded.tokenizer
     num_layers = model.config.num_hidden_layers
     shown.say(f"{model_name}: {num_layers} layers x {model.config.num_attention_heads} heads; weights of 'it' "
