@@ -7,7 +7,8 @@ import importlib
 __version__ = "0.1.0"
 _EXPORTS = {"embed_texts": ".inference", "top_k": ".inference", "load_model": ".interop", "LoadedModel": ".interop",
             "load_pretrained": ".interop", "save_pretrained": ".interop", "BertConfig": ".models", "BertForPreTraining": ".models",
-            "BertForSequenceClassification": ".models", "BertModel": ".models", "BertTokenizer": ".tokenization"}
+            "BertForSequenceClassification": ".models", "BertModel": ".models", "BertTokenizer": ".tokenization",
+            "accelerate": ".models.accelerate", "plain": ".models.accelerate"}
 __all__ = sorted(_EXPORTS)
 
 
