@@ -66,7 +66,8 @@ def test_every_target_ignored_is_nan_like_plain():
 
 def test_gpt_training_loss_and_gradients_equal_eval_path():
     torch.manual_seed(0)
-    model = GPT(GPTConfig.preset("test", resid_pdrop=0, embd_pdrop=0, attn_pdrop=0))
+    from bertlab.models.accelerate import accelerate
+    model = accelerate(GPT(GPTConfig.preset("test", resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)))  # the fused path
     x = torch.randint(0, model.config.vocab_size, (3, 9))
     y = torch.randint(0, model.config.vocab_size, (3, 9))
     y[0, :4] = -100
