@@ -119,23 +119,26 @@ def add_run_arguments(parser, *, defaults: dict, help: dict | None = None):
 def flags_for(target, args, settings=None, **given) -> dict:
     """The keywords for `target` (a job function or a settings dataclass) read from the parsed flags:
     every parameter or field of `target` (and, for a job that passes **settings on, every field of
-    the `settings` dataclass) whose flag has the same name. A flag left unset (None) leaves the
-    target's default; `progress` is `not --quiet`; `given` (values a command computes) wins. The one
+    the `settings` dataclass, or every parameter of the function it passes them to) whose flag has
+    the same name. A flag left unset (None) leaves the target's default (a parameter without one
+    gets the None); `progress` is `not --quiet`; `given` (values a command computes) wins. The one
     seam between a command's flags and the library, so no command copies `x=args.x` by hand."""
     import dataclasses
     import inspect
 
-    def names(thing):
+    def names(thing) -> dict:  # name: whether it has a default
         if dataclasses.is_dataclass(thing):
-            return [f.name for f in dataclasses.fields(thing)]
-        return [n for n, p in inspect.signature(thing).parameters.items()
-                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+            return {f.name: f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+                    for f in dataclasses.fields(thing)}
+        return {n: p.default is not p.empty for n, p in inspect.signature(thing).parameters.items()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
-    wanted = names(target) + (names(settings) if settings is not None else [])
+    # a settings field the job fills itself may lack a default; only the target's own parameters count
+    wanted = {**({n: True for n in names(settings)} if settings is not None else {}), **names(target)}
     found = {}
-    for name in wanted:
+    for name, has_default in wanted.items():
         if name == "progress" and hasattr(args, "quiet"):
             found[name] = not args.quiet
-        elif getattr(args, name, None) is not None:
+        elif hasattr(args, name) and (getattr(args, name) is not None or not has_default):
             found[name] = getattr(args, name)
     return {**found, **given}

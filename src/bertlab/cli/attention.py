@@ -2,7 +2,7 @@
 import sys
 
 from ..inference.attention import DEFAULT_SENTENCE, FONT_HINT
-from .args import positive_int
+from .args import flags_for, positive_int
 from .model_args import add_model_arguments, add_output_arguments
 
 
@@ -44,8 +44,8 @@ def run(args):
     from ..inference.attention import attention_map
     if not args.out and not args.print_top:
         raise ValueError("nothing to do: give -o OUT.png for the heatmap and/or --print-top TOKEN")
-    r = attention_map(args.model, args.sentence, layer=args.layer, head=parse_head(args.head), output=args.out,
-                      query=args.print_top, top_k=args.top_k, device=args.device, overwrite=args.overwrite)
+    r = attention_map(**flags_for(attention_map, args, model_dir=args.model, output=args.out,
+                                  query=args.print_top, head=parse_head(args.head)))
     for position, top in r.top:
         print(f"{r.tokens[position]!r} (token {position}), {r.where}, attends to:")
         for token, weight in top:

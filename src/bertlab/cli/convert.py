@@ -1,6 +1,6 @@
 """bertlab convert: a google-research/bert TensorFlow checkpoint folder as an HF-format folder."""
 from ..finetune.glue import GLUE
-from .args import add_out_argument
+from .args import add_out_argument, flags_for
 
 
 def add_parser(subparsers):
@@ -41,5 +41,5 @@ def run(args):
     if args.task:
         from ..finetune.tasks import make_task
         task_state = make_task(args.task).state()
-    model = convert_folder(args.source, args.out, args.do_lower_case, task_state, labels, overwrite=args.overwrite)
+    model = convert_folder(**flags_for(convert_folder, args, task_state=task_state, labels=labels))
     print(f"wrote {type(model).__name__} ({sum(p.numel() for p in model.parameters()):,} parameters) to {args.out}")

@@ -4,7 +4,7 @@ import argparse
 import os
 
 from ..pretraining.recipes import RECIPES
-from .args import add_out_argument, fraction, nonnegative_int, positive_fraction, positive_int
+from .args import add_out_argument, flags_for, fraction, nonnegative_int, positive_fraction, positive_int
 
 EXAMPLE = """examples:
   bertlab create-pretraining-data corpus.txt --vocab vocab -o shards128                  # BERT: NSP pairs
@@ -88,12 +88,5 @@ def add_parser(subparsers):
 
 def run(args):
     from ..pretraining.create import create_pretraining_data_job
-    created = create_pretraining_data_job(
-        args.files, args.out, args.vocab, do_lower_case=args.do_lower_case, recipe=args.recipe, mode=args.mode,
-        dynamic_masking=args.dynamic_masking, max_seq_length=args.max_seq_length,
-        max_predictions_per_seq=args.max_predictions_per_seq, masked_lm_prob=args.masked_lm_prob,
-        short_seq_prob=args.short_seq_prob, dupe_factor=args.dupe_factor, do_whole_word_mask=args.do_whole_word_mask,
-        masking=args.masking, chinese_ref=args.chinese_ref, jieba=args.jieba, seed=args.random_seed,
-        workers=args.workers, chunk_docs=args.chunk_docs, shard_size=args.shard_size,
-        encoding_errors=args.encoding_errors, overwrite=args.overwrite, resume=args.resume, progress=not args.quiet)
+    created = create_pretraining_data_job(**flags_for(create_pretraining_data_job, args, seed=args.random_seed))
     print(created.report())

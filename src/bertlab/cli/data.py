@@ -5,7 +5,7 @@ One subcommand per data set. To add one, write `add_NAME(subparsers)` (its parse
 import argparse
 import sys
 
-from .args import add_out_argument, fraction_below_one, nonnegative_float, positive_int
+from .args import add_out_argument, flags_for, fraction_below_one, nonnegative_float, positive_int
 
 ENGLISH_EXAMPLE = """example:
   bertlab data english-corpus -o corpus/english            # every source, >= 20 MB or an error
@@ -52,8 +52,8 @@ def add_english_corpus(subparsers):
 
 def run_english_corpus(args):
     from ..data.jobs import english_corpus_job
-    summary = english_corpus_job(args.out, [s.strip() for s in args.sources.split(",") if s.strip()], args.heldout,
-                                 args.min_sentences, args.workers, args.root, args.overwrite, progress=not args.quiet)
+    sources = [s.strip() for s in args.sources.split(",") if s.strip()]
+    summary = english_corpus_job(**flags_for(english_corpus_job, args, sources=sources))
     _report(summary, args.out)
     mb = summary["total"]["bytes"] / 1e6
     if mb < args.min_mb:
@@ -78,7 +78,7 @@ def add_python_docs(subparsers):
 
 def run_python_docs(args):
     from ..data.jobs import python_docs_job
-    _report(python_docs_job(args.out, args.summaries, args.heldout, args.overwrite), args.out)
+    _report(python_docs_job(**flags_for(python_docs_job, args)), args.out)
     return 0
 
 
@@ -112,7 +112,7 @@ def add_gettext(subparsers):
 
 def run_gettext(args):
     from ..data.jobs import gettext_job
-    summary = gettext_job(args.lang, args.out, args.locale_dir, args.heldout, args.overwrite)
+    summary = gettext_job(**flags_for(gettext_job, args))
     pairs, catalogs = summary["pairs"], summary["catalogs"]
     print(f"{args.out}: " + ", ".join(f"{split} {pairs[split]:,} pairs ({len(catalogs[split])} catalogs)"
                                       for split in pairs), file=sys.stderr)
@@ -155,7 +155,7 @@ def add_debian_zh(subparsers):
 
 def run_debian_zh(args):
     from ..data.jobs import debian_zh_job
-    stats = debian_zh_job(args.out, args.lists, args.heldout, args.min_per_section, args.gettext, args.overwrite)
+    stats = debian_zh_job(**flags_for(debian_zh_job, args))
     for kind in ("translations", "packages", "gettext_catalogs"):
         files = stats["inputs"][kind]
         if files:
@@ -204,8 +204,7 @@ def add_debian_synopses(subparsers):
 
 def run_debian_synopses(args):
     from ..data.jobs import debian_synopses_job
-    stats = debian_synopses_job(args.out, args.lists, args.heldout, args.max_words, args.lead_words, args.max_train,
-                                args.max_test, args.overwrite)
+    stats = debian_synopses_job(**flags_for(debian_synopses_job, args))
     rows = stats["rows"]
     print(f"{args.out}: train {rows['train']:,}, valid {rows['valid']:,}, test {rows['test']:,} pairs; dropped: "
           + (", ".join(f"{k} {v:,}" for k, v in stats["dropped"].items()) or "nothing"), file=sys.stderr)

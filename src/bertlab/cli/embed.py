@@ -2,7 +2,7 @@
 import sys
 
 from ..inference.pooling import POOLINGS
-from .args import positive_int
+from .args import flags_for, positive_int
 from .model_args import add_model_arguments, add_output_arguments, numbered, truncation_note
 
 
@@ -44,9 +44,7 @@ def add_parser(subparsers):
 
 def run(args):
     from ..inference.embedder import embed_file
-    r = embed_file(args.model, args.file, args.out, pooling=args.pooling, normalize=args.normalize,
-                   max_seq_length=args.max_seq_length, batch_size=args.batch_size, precision=args.precision,
-                   int8=args.int8, device=args.device, overwrite=args.overwrite, progress=not args.quiet)
+    r = embed_file(**flags_for(embed_file, args, model_dir=args.model, output=args.out))
     note = truncation_note(r.truncated, r.lines, r.max_seq_length)
     if note:
         print(f"bertlab embed: {note}", file=sys.stderr)

@@ -35,7 +35,8 @@ def add_parser(subparsers):
                     help="write the HF-format model folder a pretrain or gpt-train run writes at its end, now, from "
                          "its last checkpoint (one file or --checkpoint-format sharded, of any process count)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists (refused otherwise)")
-    p.add_argument("--texts", metavar="FILE", help="UTF-8 lines to check on (default: eight man-page sentences)")
+    p.add_argument("--texts", dest="texts_file", metavar="FILE",  # export_onnx's `texts` is a list of lines
+                   help="UTF-8 lines to check on (default: eight man-page sentences)")
     p.add_argument("--tolerance", type=nonnegative_float, default=1e-4,
                    help="largest allowed |onnxruntime - bertlab| of any output (1e-4)")
     p.add_argument("--no-check", action="store_true", help="skip the onnxruntime check")
@@ -48,13 +49,15 @@ def add_parser(subparsers):
 def run(args):
     import sys
 
+    from .args import flags_for
     if args.hf:
         from ..api import export_checkpoint
-        export_checkpoint(args.model, args.hf, overwrite=args.overwrite)
+        # `run` (the run folder) is given: args.run is this function, set by set_defaults
+        export_checkpoint(**flags_for(export_checkpoint, args, run=args.model, out=args.hf))
         print(f"wrote {args.hf}", file=sys.stderr)
         return 0
     from ..inference.onnx_export import export_onnx
-    export_onnx(args.model, args.onnx, overwrite=args.overwrite, check=not args.no_check, texts_file=args.texts,
-                tolerance=args.tolerance, int8=args.int8, log=lambda m: print(m, file=sys.stderr))
+    export_onnx(**flags_for(export_onnx, args, folder=args.model, out=args.onnx, check=not args.no_check,
+                            log=lambda m: print(m, file=sys.stderr)))
     print(f"wrote {args.onnx}", file=sys.stderr)
     return 0

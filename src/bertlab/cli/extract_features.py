@@ -4,7 +4,7 @@ import argparse
 import sys
 import textwrap
 
-from .args import positive_int
+from .args import flags_for, positive_int
 from .model_args import add_model_arguments, add_output_arguments, truncation_note
 
 LAYOUT = """\
@@ -68,9 +68,8 @@ def parse_layers(chunks) -> list[int] | None:
 def run(args):
     from ..inference.features import check_format, extract_features_file
     check_format(args.out)
-    r = extract_features_file(args.model, args.file, args.out, layers=parse_layers(args.layers),
-                              max_seq_length=args.max_seq_length, batch_size=args.batch_size, words=args.words,
-                              device=args.device, overwrite=args.overwrite, progress=not args.quiet)
+    r = extract_features_file(**flags_for(extract_features_file, args, model_dir=args.model, output=args.out,
+                                          layers=parse_layers(args.layers)))
     print(f"wrote {r.vectors} {'word' if r.words else 'token'} vectors x {len(r.layers)} layers for "
           f"{r.lines} lines to {r.output}", file=sys.stderr)
     note = truncation_note(r.truncated, r.lines, r.max_seq_length)

@@ -2,7 +2,7 @@
 import json
 
 from ..io import read_lines
-from .args import positive_int
+from .args import flags_for, positive_int
 from .model_args import add_model_arguments
 
 
@@ -37,7 +37,7 @@ def print_text(text, masks):
 def run(args):
     from ..inference.fill_mask import fill_mask_texts
     texts = read_lines("-") if args.texts == ["-"] else args.texts
-    results = fill_mask_texts(args.model, texts, args.top_k, args.device)
+    results = fill_mask_texts(**flags_for(fill_mask_texts, args, model_dir=args.model, texts=texts))
     for text, masks in zip(texts, results):
         if args.json:
             print(json.dumps({"text": text, "masks": [[vars(p) for p in m] for m in masks]}, ensure_ascii=False))

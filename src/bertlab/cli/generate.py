@@ -1,6 +1,7 @@
 """bertlab generate: continue prompts with a GPT, streaming the text as it is made."""
 import sys
 
+from .args import flags_for
 from .model_args import add_device_argument
 
 EXAMPLE = """examples:
@@ -57,9 +58,7 @@ def options_from(args):
     is filled in once it is."""
     from ..inference.generate import SamplingOptions
     sampling = (args.temperature not in (None, 0)) or args.top_k > 0 or args.top_p < 1
-    return SamplingOptions(max_new_tokens=args.max_new_tokens, do_sample=sampling,
-                           temperature=1.0 if args.temperature is None else args.temperature, top_k=args.top_k,
-                           top_p=args.top_p, repetition_penalty=args.repetition_penalty, stop=tuple(args.stop))
+    return SamplingOptions(**flags_for(SamplingOptions, args, do_sample=sampling, stop=tuple(args.stop)))
 
 
 def run(args):
@@ -68,13 +67,12 @@ def run(args):
         raise ValueError("give either a PROMPT or --prompts FILE")
     if args.prompt is not None and not args.prompt.strip():
         raise ValueError("PROMPT is blank: give some text to continue")
-    options = options_from(args)
-    common = dict(seed=args.seed, device=args.device, int8=args.int8, prepack=not args.no_prepack)
+    given = dict(model_dir=args.model, options=options_from(args), prepack=not args.no_prepack)
     if args.prompt is not None:
-        generate_prompt(args.model, args.prompt, options, on_text=_write, **common)
+        generate_prompt(**flags_for(generate_prompt, args, on_text=_write, **given))
         sys.stdout.write("\n")
         return 0
-    for line in generate_file(args.model, args.prompts, options, batch_size=args.batch_size, **common):
+    for line in generate_file(**flags_for(generate_file, args, prompts_file=args.prompts, **given)):
         _write(line + "\n")
     return 0
 

@@ -1,5 +1,6 @@
 """bertlab notes: the study notes' worked examples, run by bertlab's code, next to the notes' numbers."""
 from ..notes import EXAMPLES
+from .args import flags_for
 
 DEFAULT_OUT = "notes-pictures"
 
@@ -29,7 +30,8 @@ def run(args):
         return 0
     from ..notes import run_examples
     names = list(EXAMPLES) if args.name == "all" else [args.name]
-    for i, (name, shown) in enumerate(zip(names, run_examples(names, args.out, args.overwrite))):
+    ran = run_examples(**flags_for(run_examples, args, names=names, out_dir=args.out))
+    for i, (name, shown) in enumerate(zip(names, ran)):
         print(("\n" if i else "") + f"== {name}: {shown.title}  [notes {shown.section}]")
         for line in shown.lines:
             print(line)

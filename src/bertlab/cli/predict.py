@@ -2,7 +2,7 @@
 import json
 import sys
 
-from .args import positive_int
+from .args import flags_for, positive_int
 from .finetune import ANSWER_FLAGS, add_answer_arguments
 from .model_args import add_output_arguments
 
@@ -32,7 +32,7 @@ def run(args):
     if args.out:
         check_output_file(args.out, args.overwrite)
     options = {name: getattr(args, name) for name in ANSWER_FLAGS if getattr(args, name) is not None}
-    scores = predict_file(args.model, args.file, args.out, args.batch_size, progress=not args.quiet,
-                          int8=args.int8, options=options)
+    scores = predict_file(**flags_for(predict_file, args, model_dir=args.model, path=args.file, output=args.out,
+                                      options=options))
     if scores:
         print(json.dumps(scores), file=sys.stderr)

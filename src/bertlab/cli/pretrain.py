@@ -120,8 +120,7 @@ def run(args):
     from ..pretraining.job import pretrain_job, recipe_settings
     from ..pretraining.objective import report
     from ..training.distributed import is_main_process
-    chosen = recipe_settings(args.recipe, args.data, args.preset, args.optimizer,
-                             model_given=bool(args.config or args.init_from), phase2_rope_theta=args.phase2_rope_theta)
+    chosen = recipe_settings(**flags_for(recipe_settings, args, model_given=bool(args.config or args.init_from)))
     warmup = args.warmup if args.warmup is not None else max(1, round(0.01 * args.max_steps))
     summary = pretrain_job(**flags_for(pretrain_job, args, ElectraSettings, preset=chosen["preset"],
                                        optimizer=chosen["optimizer"], warmup=warmup,

@@ -3,6 +3,7 @@ import argparse
 import ipaddress
 import re
 
+from .args import flags_for
 from .model_args import add_device_argument
 
 EXAMPLE = """examples:
@@ -102,15 +103,13 @@ def host_address(text: str) -> str:
 
 def run(args):
     try:
-        from ..serve import Limits, serve
+        from ..serve import Limits, create_app, serve
     except ImportError as e:
         raise ValueError(f"bertlab serve needs the [serve] extra (pip install 'bertlab[serve]'): {e}") from None
     models = dict(args.model)
     if len(models) < len(args.model):
         raise ValueError("--model: a NAME is given twice; each model needs its own name")
-    serve(models, args.host, args.port, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms,
-          max_queue=args.max_queue, device=args.device, int8=args.int8, access_log=not args.no_access_log,
-          keep_going=args.keep_going, max_batch_tokens=args.max_batch_tokens,
-          max_concurrent_requests=args.max_concurrent_requests,
-          limits=Limits(args.max_chars, args.max_texts, args.max_new_tokens, args.max_body_bytes))
+    # serve passes its **app_options on to create_app, so create_app's parameters are read as well
+    serve(**flags_for(serve, args, create_app, models=models, access_log=not args.no_access_log,
+                      limits=Limits(**flags_for(Limits, args))))
     return 0

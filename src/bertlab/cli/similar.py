@@ -1,7 +1,7 @@
 """bertlab similar: semantic search over the lines of a corpus file."""
 import sys
 
-from .args import positive_int
+from .args import flags_for, positive_int
 from .embed import add_embedding_arguments
 from .model_args import numbered, truncation_note
 
@@ -23,9 +23,7 @@ def add_parser(subparsers):
 
 def run(args):
     from ..inference.embedder import search_corpus
-    r = search_corpus(args.model, args.queries, args.corpus, k=args.k, pooling=args.pooling,
-                      max_seq_length=args.max_seq_length, batch_size=args.batch_size, precision=args.precision,
-                      int8=args.int8, device=args.device, progress=not args.quiet)
+    r = search_corpus(**flags_for(search_corpus, args, model_dir=args.model))
     for cut, total, what, noun in ((r.truncated_queries, len(args.queries), "queries", "QUERY"),
                                    (r.truncated_lines, r.corpus_lines, "corpus lines", "line")):
         note = truncation_note(cut, total, r.max_seq_length, what, noun)

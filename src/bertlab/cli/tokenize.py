@@ -3,6 +3,7 @@ import itertools
 import sys
 
 from ..tokenization.files import CHUNK
+from .args import flags_for
 
 
 def add_parser(subparsers):
@@ -22,7 +23,7 @@ def add_parser(subparsers):
 
 def run(args):
     from ..tokenization.files import tokenize_file
-    lines = tokenize_file(args.vocab, args.file, cased=args.cased, ids=args.ids)
+    lines = tokenize_file(**flags_for(tokenize_file, args))
     out = sys.stdout
     while chunk := list(itertools.islice(lines, CHUNK)):  # one write per chunk of lines, as they are made
         out.write("".join(line + "\n" for line in chunk))

@@ -3,6 +3,7 @@ import argparse
 import math
 import sys
 
+from .args import flags_for
 from .model_args import add_device_argument
 
 EXAMPLE = """examples:
@@ -50,9 +51,7 @@ def run(args):
     from ..inference.translate import translate_file
     if args.nbest > args.beam:
         raise ValueError(f"--nbest {args.nbest} needs --beam {args.nbest} or more (got --beam {args.beam})")
-    done = translate_file(args.model, args.file, beam=args.beam, nbest=args.nbest, length_penalty=args.length_penalty,
-                          batch_size=args.batch_size, max_len=args.max_len, max_len_a=args.max_len_a,
-                          max_len_b=args.max_len_b, ref=args.ref, device=args.device, int8=args.int8)
+    done = translate_file(**flags_for(translate_file, args, model_dir=args.model))
     if done.cut:
         shown = ", ".join(map(str, done.cut[:10])) + (" ..." if len(done.cut) > 10 else "")
         print(f"bertlab translate: {'stdin' if args.file == '-' else args.file}: {len(done.cut)} line(s) longer "

@@ -2,6 +2,7 @@
 import argparse
 import sys
 
+from .args import flags_for
 from .model_args import add_device_argument
 
 EXAMPLE = """examples:
@@ -38,8 +39,7 @@ def add_parser(subparsers):
 def run(args):
     from ..inference.unilm import generate_file
     from .model_args import numbered
-    done = generate_file(args.model, args.file, beam=args.beam, length_penalty=args.length_penalty,
-                         batch_size=args.batch_size, max_len=args.max_len, ref=args.ref, device=args.device)
+    done = generate_file(**flags_for(generate_file, args, model_dir=args.model))
     if done.cut:
         print(f"bertlab unilm-generate: {'stdin' if args.file == '-' else args.file}: {len(done.cut)} line(s) longer "
               f"than the model's {done.longest} source tokens were cut to fit: {numbered(done.cut)}", file=sys.stderr)

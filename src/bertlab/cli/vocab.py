@@ -1,5 +1,5 @@
 """bertlab vocab: learn a WordPiece vocabulary (vocab.txt + tokenizer_config.json) from text."""
-from .args import add_out_argument, nonnegative_int, positive_int
+from .args import add_out_argument, flags_for, nonnegative_int, positive_int
 
 
 def add_parser(subparsers):
@@ -29,8 +29,7 @@ def add_parser(subparsers):
 
 def run(args):
     from ..pretraining.vocab import vocab_job
-    report = vocab_job(args.files, args.out, args.vocab_size, args.min_frequency, args.do_lower_case,
-                       overwrite=args.overwrite, progress=not args.quiet)
+    report = vocab_job(**flags_for(vocab_job, args))
     ran_out = report["vocab_size"] < args.vocab_size
     short = f" (asked for {args.vocab_size}: the text ran out of merges)" if ran_out else ""
     print(f"wrote {report['path']}: {report['vocab_size']} tokens{short}, "

@@ -103,5 +103,6 @@ def run_analogy(args):
 
 def run_contrast(args):
     from ..inference.static_vs_contextual import contrast_vectors, report
-    for c in contrast_vectors(args.vectors, args.model, args.word, args.sentence, args.partner):
+    given = dict(model_dir=args.model, sentences=args.sentence, partners=args.partner)
+    for c in contrast_vectors(**flags_for(contrast_vectors, args, **given)):
         print(report(c, args.model))
