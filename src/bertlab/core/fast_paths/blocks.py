@@ -46,10 +46,6 @@ def accelerate_dropout(dropout: nn.Dropout) -> None:
 class FastMultiHeadAttention(MultiHeadAttention):
     """MultiHeadAttention with the CPU speed paths (module docstring)."""
 
-    def accelerate(self):
-        for linear in (self.query, self.key, self.value, self.output):
-            accelerate_linear(linear)
-
     def heads_qkv(self, x, packing=None):
         """Self-attention's three projections as one matmul against the stacked weights. With
         `packing`, x holds the real tokens only and Q, K, V come out in the padded layout."""
