@@ -130,7 +130,8 @@ def run_bertlab(folder, out, epochs, evaluate=True, lr=5e-5, batch=32, seed=0, g
     train = task.read(train_file)
     task.fit_labels(train)
     dev = task.read(dev_file) if evaluate else []
-    model, tokenizer = load_base_model(task, "minilm", quiet=True, seed=seed)
+    built = load_base_model(task, "minilm", quiet=True, seed=seed)
+    model, tokenizer = built.model, built.tokenizer
     settings = FinetuneSettings(epochs=epochs, batch_size=batch, lr=lr, seed=seed, progress=False,
                                 group_by_length=group_by_length, precision=PRECISION)
     start = time.perf_counter()

@@ -39,7 +39,7 @@ def span_head(name, seed, task):
     from bertlab.finetune.setup import load_base_model
     from bertlab.interop.pretrained import resolve
     if name == "bertlab":
-        model, _ = load_base_model(task, "minilm", quiet=True, seed=seed)
+        model = load_base_model(task, "minilm", quiet=True, seed=seed).model
         return model.qa_outputs.weight.detach().clone(), model.qa_outputs.bias.detach().clone()
     if name == "hf":
         from transformers import BertForQuestionAnswering
@@ -114,7 +114,7 @@ def build(a, task):
         hf = BertForQuestionAnswering.from_pretrained(resolve("minilm"))
         hf.qa_outputs.load_state_dict({"weight": weight, "bias": bias})
         return HFSpanModel(hf, read_config(resolve("minilm")))
-    model, _ = load_base_model(task, "minilm", quiet=True, seed=a.seed)
+    model = load_base_model(task, "minilm", quiet=True, seed=a.seed).model
     model.qa_outputs.load_state_dict({"weight": weight, "bias": bias})
     return model
 

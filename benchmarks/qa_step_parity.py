@@ -116,7 +116,8 @@ def main():
     from bertlab.interop.pretrained import resolve
 
     task = QuestionAnsweringTask(max_seq_length=a.max_seq_length, doc_stride=a.doc_stride)
-    ours, tokenizer = load_base_model(task, "minilm", quiet=True, seed=a.seed)
+    built = load_base_model(task, "minilm", quiet=True, seed=a.seed)
+    ours, tokenizer = built.model, built.tokenizer
     examples = task.read(os.path.join(a.data, "train.json"))
     features = task.featurize(examples, tokenizer)
     batches = batches_of(task, features, a.batch_size, a.steps, a.seed, tokenizer.pad_token_id)

@@ -162,7 +162,7 @@ def test_trains_through_fit_and_exports_what_finetune_and_hf_read(folders, tmp_p
     assert json.loads((out / "generator" / "config.json").read_text())["hidden_size"] == 8  # a quarter of 32
     # fine-tuning reads the discriminator's encoder: every encoder tensor, the projection included
     disc = load_model(out / "model").model
-    task_model, _ = load_base_model(SequenceClassificationTask(["a", "b"]), str(out / "model"), quiet=True)
+    task_model = load_base_model(SequenceClassificationTask(["a", "b"]), str(out / "model"), quiet=True).model
     batch = PretrainingData(folders["dev"]).batch(np.arange(4))
     with torch.no_grad():
         want = disc.electra(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).sequence_output

@@ -175,7 +175,8 @@ def test_added_special_tokens_stay_whole_and_get_embedding_rows(tmp_path):
     base = BertModel(tiny_config(len(tokenizer.vocab)))
     save_pretrained(base, tmp_path / "base", tokenizer)
     task = SequenceClassificationTask(["0", "1"])
-    model, tok = load_base_model(task, tmp_path / "base", added_tokens=["[S-PER]", "[E-PER]"], quiet=True)
+    built = load_base_model(task, tmp_path / "base", added_tokens=["[S-PER]", "[E-PER]"], quiet=True)
+    model, tok = built.model, built.tokenizer
     n = len(WORDS) + 5
     assert len(tok.vocab) == n + 2 and model.bert.get_embedding_table().shape[0] == n + 2
     torch.testing.assert_close(model.bert.get_embedding_table()[:n], base.get_embedding_table())

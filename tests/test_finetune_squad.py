@@ -463,7 +463,7 @@ def test_training_steps_equal_hf_trainers_once_its_two_differences_are_aligned(t
     torch.manual_seed(0)
     save_pretrained(BertModel(config), tmp_path / "base", tokenizer)
     task = QuestionAnsweringTask(max_seq_length=32)
-    ours, _ = load_base_model(task, str(tmp_path / "base"), quiet=True, seed=3)
+    ours = load_base_model(task, str(tmp_path / "base"), quiet=True, seed=3).model
     theirs = transformers.BertForQuestionAnswering.from_pretrained(tmp_path / "base")
     theirs.qa_outputs.load_state_dict(ours.qa_outputs.state_dict())
     start_head = ours.qa_outputs.weight.detach().clone()
@@ -534,7 +534,7 @@ def test_a_training_step_with_dropout_equals_hfs_given_the_same_masks(tmp_path, 
     torch.manual_seed(0)
     save_pretrained(BertModel(config), tmp_path / "base", tokenizer)
     task = QuestionAnsweringTask(max_seq_length=32)
-    ours, _ = load_base_model(task, str(tmp_path / "base"), quiet=True, seed=3)
+    ours = load_base_model(task, str(tmp_path / "base"), quiet=True, seed=3).model
     theirs = transformers.BertForQuestionAnswering.from_pretrained(tmp_path / "base", attn_implementation="eager")
     theirs.qa_outputs.load_state_dict(ours.qa_outputs.state_dict())
 

@@ -360,7 +360,8 @@ def finetuned_folder(folder, path, task_name):
     from bertlab.interop.finetuned import save_finetuned
     labels = {"classify": ["no", "yes"], "ner": ["O", "B-X", "I-X"], "squad": None}[task_name]
     task = make_task(task_name, labels=labels)
-    model, tokenizer = load_base_model(task, folder, quiet=True)
+    built = load_base_model(task, folder, quiet=True)
+    model, tokenizer = built.model, built.tokenizer
     save_finetuned(path, model.eval(), tokenizer, task.state())
     return path
 

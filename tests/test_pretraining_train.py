@@ -186,7 +186,7 @@ def test_export_loads_in_transformers_with_equal_logits_and_finetune_starts_from
     again, tokenizer = loaded.model, loaded.tokenizer
     assert tokenizer.do_lower_case and len(tokenizer.vocab) == ours.config.vocab_size
     torch.testing.assert_close(again.mlm.bias, ours.mlm.bias)
-    model, _ = load_base_model(SequenceClassificationTask(["a", "b"]), folder, quiet=True)
+    model = load_base_model(SequenceClassificationTask(["a", "b"]), folder, quiet=True).model
     torch.testing.assert_close(model.bert.get_embedding_table(), ours.bert.get_embedding_table())
 
 

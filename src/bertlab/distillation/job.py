@@ -65,7 +65,8 @@ def task_distillation(teacher, student_layers, student, train, dev, test, alphas
         student_model = student_from_teacher(teacher_model, student_layers,
                                              lambda config: task.build_model(config, init_weights=False))
     else:
-        student_model, student_tokenizer = load_base_model(task, student, quiet=not s.progress, seed=s.seed)
+        built = load_base_model(task, student, quiet=not s.progress, seed=s.seed)
+        student_model, student_tokenizer = built.model, built.tokenizer
         check_same_vocabulary(tokenizer, student_tokenizer, folder, student)
         check_same_width(teacher_model, student_model, s.alpha_cos, student)
     prepare_output(s.out, s.resume, overwrite, command="distill")

@@ -27,7 +27,8 @@ def run_grid(task, load_base, splits, out_dir, settings, grid=GRID) -> dict:
         name = f"bs{run.batch_size}-lr{run.lr:g}-ep{run.epochs:g}"
         folder = os.path.join(out_dir, "grid", name)
         write(f"grid {i}/{len(combos)}: {name}")
-        model, tokenizer = load_base()
+        base = load_base()
+        model, tokenizer = base.model, base.tokenizer
         summary = finetune(task, model, tokenizer, splits["train"], splits["dev"], folder, replace(run, out=folder))
         results.append({"run": name, "best_score": summary["best_score"], "dev": summary["dev"]})
         atomic_write_text(os.path.join(out_dir, "grid.jsonl"), "".join(json.dumps(r) + "\n" for r in results))

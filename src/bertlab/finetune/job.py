@@ -30,7 +30,8 @@ def finetune_job(task, base_model, s: FinetuneSettings, *, train=None, dev=None,
     # a task's own special tokens (relation's entity markers) join those asked for
     added_tokens = (*added_tokens, *(t for t in getattr(task, "special_tokens", ()) if t not in added_tokens))
     base = lambda: load_base_model(task, base_model, init, added_tokens, quiet=not s.progress, seed=s.seed)  # noqa: E731
-    model, tokenizer = base()  # a broken model folder is found before OUT is touched
+    loaded = base()  # a broken model folder is found before OUT is touched
+    model, tokenizer = loaded.model, loaded.tokenizer
     prepare_output(s.out, s.resume, overwrite)
     if grid:
         del model  # every run of the grid starts from a fresh copy

@@ -43,13 +43,14 @@ def read_splits(task, train=None, dev=None, test=None, data_dir=None) -> dict:
 
 
 def load_base_model(task, name, init="pretrained", added_tokens=(), quiet=False, seed=0):
-    """(model, tokenizer): the task's model with the checkpoint's encoder (init="pretrained") or
+    """A LoadedModel (interop.folder) of the task's model, in train mode, with the checkpoint's encoder (init="pretrained") or
     random weights of the same shape (init="random"); the task head is always new, drawn from
     `seed`. `added_tokens` become never-split special tokens with new embedding rows
-    (special_tokens.py). A ModernBERT folder gives the task's ModernBertFor* model (load_modernbert_base)."""
+    (special_tokens.py). A ModernBERT folder gives the task's ModernBertFor* model (load_modernbert_base).
+    extra["report"]: what the checkpoint initialised (None with init="random")."""
     import torch
 
-    from ..interop.folder import read_state_dict
+    from ..interop.folder import LoadedModel, read_state_dict
     from ..interop.hf_bert import init_from_state_dict
     from ..interop.load import folder_kind
     from ..interop.pretrained import load_tokenizer, read_config, resolve
@@ -62,6 +63,7 @@ def load_base_model(task, name, init="pretrained", added_tokens=(), quiet=False,
     added = tokenizer.add_special_tokens(added_tokens) if added_tokens else 0
     torch.manual_seed(seed)  # the new head's weights: the same for the same --seed
     model = task.build_model(replace(config, vocab_size=config.vocab_size + added), init_weights=True)
+    report = None
     if init == "pretrained":
         state = read_state_dict(folder)
         report = init_from_state_dict(model, grow_word_embeddings(state, added) if added else state)
@@ -70,7 +72,7 @@ def load_base_model(task, name, init="pretrained", added_tokens=(), quiet=False,
     if added_tokens and not quiet:
         write(f"special tokens {', '.join(added_tokens)}: {added} new, {config.vocab_size} -> "
               f"{config.vocab_size + added} embedding rows")
-    return model, tokenizer
+    return LoadedModel("bert", model, tokenizer, {"report": report}, folder)
 
 
 def load_modernbert_base(task, folder, init="pretrained", added_tokens=(), quiet=False, seed=0):
@@ -80,7 +82,7 @@ def load_modernbert_base(task, folder, init="pretrained", added_tokens=(), quiet
     is an error naming the folder."""
     import torch
 
-    from ..interop.folder import read_state_dict
+    from ..interop.folder import LoadedModel, read_state_dict
     from ..interop.hf_modernbert import load_modernbert_tokenizer, load_state, read_modernbert_config
     from ..models.modernbert import modernbert_task_class
     try:
@@ -96,13 +98,14 @@ def load_modernbert_base(task, folder, init="pretrained", added_tokens=(), quiet
         raise FileNotFoundError(f"{folder}: no tokenizer.json (a ModernBERT folder holds its tokenizer there)")
     torch.manual_seed(seed)  # the new head's weights: the same for the same --seed
     model = task.build_model(config, init_weights=True)
+    report = None
     if init == "pretrained":
         report = load_state(model, read_state_dict(folder), folder)
         if report.mismatched:
             raise ValueError(f"{folder}: does not fit {type(model).__name__}:\n  " + "\n  ".join(report.misfits()))
         if not quiet:
             write(f"{folder}: initialized {len(report.initialized)} tensors; new: {', '.join(report.new) or 'none'}")
-    return model, tokenizer
+    return LoadedModel("modernbert", model, tokenizer, {"report": report}, folder)
 
 
 def prepare_output(out, resume=False, overwrite=False, command="finetune"):
