@@ -214,7 +214,8 @@ def _build_albert(side: str, overrides: dict, optimizer: str, device: str, compi
         from bertlab.models import AlbertForPreTraining
         from bertlab.models.losses import pretraining_loss
         from bertlab.training.optim import param_groups
-        model = AlbertForPreTraining(config)
+        from bertlab.models.accelerate import accelerate
+        model = accelerate(AlbertForPreTraining(config))
 
         def step_loss(batch):
             return pretraining_loss(model, batch)[0]

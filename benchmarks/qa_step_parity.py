@@ -126,9 +126,10 @@ def main():
     os.makedirs(a.out, exist_ok=True)
 
     def fresh_ours():
+        from bertlab.models.accelerate import accelerate
         model = task.build_model(no_dropout, init_weights=False)
         model.load_state_dict(start_state)
-        return model
+        return accelerate(model)  # as fit() trains it
 
     def fresh_hf():
         model = BertForQuestionAnswering.from_pretrained(resolve("minilm"), hidden_dropout_prob=0.0,
