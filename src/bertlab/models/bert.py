@@ -112,8 +112,8 @@ class BertModel(nn.Module):
         What the heads read may be asked for, in place of every position (sequence_output then holds
         those alone): positions (batch, n), the positions a pretraining or relation head reads, gives
         (batch, n, hidden); selected (batch, len) bool, the tokens token classification scores, gives
-        (n, hidden) in row-major order. The accelerated model (models.accelerate) then computes the
-        last layer there alone; here it is the whole computation, then a gather."""
+        (n, hidden) in row-major order and no pooled output. The accelerated model (models.accelerate)
+        then computes the last layer there alone; here it is the whole computation, then a gather."""
         mask = self.padding(attention_mask)
         x = self.embed(input_ids, token_type_ids)
         hidden_states, attentions = [x] if output_hidden_states else None, [] if output_attentions else None
@@ -127,7 +127,7 @@ class BertModel(nn.Module):
         if positions is not None:
             x = x.gather(1, positions[..., None].expand(-1, -1, x.size(-1)))
         elif selected is not None:
-            x = x[selected]
+            x, pooled = x[selected], None  # token classification reads no [CLS]
         return BertOutput(x, pooled, hidden_states, attentions)
 
     def layer_stack(self) -> list:
