@@ -202,6 +202,8 @@ FAST = [(BertEmbeddings, FastBertEmbeddings), (BertModel, FastBertModel), (GPT, 
         (MultiHeadAttention, FastMultiHeadAttention), (SublayerConnection, FastSublayerConnection),
         (EncoderBlock, FastEncoderBlock)]
 _combined: dict = {}
+# each accelerated class of the swaps above (and of accelerate()'s own leaf swaps) -> its plain class
+_PLAIN_OF = {**{fast: plain for plain, fast in FAST}, PrepackableLinear: nn.Linear, NumpyDropout: nn.Dropout}
 
 
 def fast_class(cls: type) -> type | None:
@@ -221,7 +223,7 @@ def fast_class(cls: type) -> type | None:
 
 def plain_class(cls: type) -> type:
     """The plain class of an accelerated class (what a saved folder names); any other class itself."""
-    return cls.__dict__.get("_plain_class") or {fast: plain for plain, fast in FAST}.get(cls, cls)
+    return cls.__dict__.get("_plain_class") or _PLAIN_OF.get(cls, cls)
 
 
 def accelerate(model: nn.Module) -> nn.Module:
@@ -246,11 +248,9 @@ def accelerate(model: nn.Module) -> nn.Module:
 def plain(model: nn.Module) -> nn.Module:
     """Undo accelerate(model), in place: every module back to its plain class (prepacked weights
     and kept Q/K/V stacks dropped). Returns the model."""
-    back = {fast: plain for plain, fast in FAST}
-    back.update({PrepackableLinear: nn.Linear, NumpyDropout: nn.Dropout})
     for module in model.modules():
         cls = type(module)
-        original = cls.__dict__.get("_plain_class") or back.get(cls)
+        original = cls.__dict__.get("_plain_class") or _PLAIN_OF.get(cls)
         if original is None:
             continue
         for name in ("prepacked", "_stacked", "_prepacked_head"):
@@ -261,8 +261,7 @@ def plain(model: nn.Module) -> nn.Module:
 
 def is_accelerated(model: nn.Module) -> bool:
     """Whether accelerate(model) has run (and plain(model) not since)."""
-    fast = {f for _, f in FAST} | {PrepackableLinear, NumpyDropout}
-    return any(type(m) in fast or "_plain_class" in type(m).__dict__ for m in model.modules())
+    return any(type(m) in _PLAIN_OF or "_plain_class" in type(m).__dict__ for m in model.modules())
 
 
 @contextlib.contextmanager
