@@ -80,3 +80,19 @@ def test_export_reads_texts_as_a_file_not_as_lines():
     args = build_parser().parse_args(["export", "m", "--onnx", "out", "--texts", "t.txt"])
     keywords = flags_for(export_onnx, args, folder=args.model, out=args.onnx)
     assert keywords["texts_file"] == "t.txt" and "texts" not in keywords
+
+
+def test_the_old_output_spelling_satisfies_a_required_out():
+    """embed and extract-features require -o/--out; the hidden old spelling --output must do too,
+    on every command that writes somewhere, and giving neither must still be refused."""
+    parser = build_parser()
+    for command in (["embed", "--model", "minilm", "t.txt"], ["extract-features", "--model", "minilm", "t.txt"],
+                    ["vocab", "c.txt"]):
+        assert parser.parse_args(command + ["--output", "x"]).out == "x"
+        assert parser.parse_args(command + ["-o", "x"]).out == "x"
+    try:
+        parser.parse_args(["embed", "--model", "minilm", "t.txt"])
+    except SystemExit as stop:
+        assert stop.code == 2
+    else:
+        raise AssertionError("embed without -o/--out was accepted")

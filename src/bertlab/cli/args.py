@@ -93,10 +93,11 @@ RUN_FLAGS = {
 }
 
 
-def add_out_argument(parser, help: str | None = None, metavar: str = "DIR"):
-    """-o/--out, the folder a command writes (required). The old spellings --output and --output-dir
-    still parse, hidden; a required mutually exclusive group is how argparse lets either satisfy it."""
-    group = parser.add_mutually_exclusive_group(required=True)
+def add_out_argument(parser, help: str | None = None, metavar: str = "DIR", required: bool = True):
+    """-o/--out, what a command writes (required unless said otherwise). The old spellings --output and
+    --output-dir still parse, hidden; a mutually exclusive group is how argparse lets either satisfy
+    a required flag."""
+    group = parser.add_mutually_exclusive_group(required=required)
     group.add_argument("-o", "--out", metavar=metavar, help=help)
     group.add_argument("--output", "--output-dir", dest="out", help=argparse.SUPPRESS)
 

@@ -2,7 +2,8 @@
 attention, generate, translate, unilm-generate, predict, serve): one --model/--device(/--precision)
 group with one default device, one -o/--out/--overwrite group, and the stderr notes that say what was
 done to the input (truncated lines, blank lines)."""
-import argparse
+
+from .args import add_out_argument
 
 DEVICE_HELP = "cpu, cuda, cuda:N, mps or auto (default: a GPU when there is one, else cpu)"
 
@@ -27,9 +28,8 @@ def add_device_argument(p):
 
 
 def add_output_arguments(p, required: bool, metavar: str, help: str):
-    """-o/--out (the old spelling --output still parses, hidden) and --overwrite."""
-    p.add_argument("-o", "--out", required=required, metavar=metavar, help=help)
-    p.add_argument("--output", dest="out", help=argparse.SUPPRESS)
+    """-o/--out (the old spellings still parse, hidden; args.add_out_argument) and --overwrite."""
+    add_out_argument(p, help, metavar, required)
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists (refused otherwise)")
 
 
