@@ -7,6 +7,8 @@ import ast
 import dataclasses
 import pathlib
 
+import pytest
+
 from bertlab.cli import build_parser
 from bertlab.cli.args import flags_for
 
@@ -84,15 +86,12 @@ def test_export_reads_texts_as_a_file_not_as_lines():
 
 def test_the_old_output_spelling_satisfies_a_required_out():
     """embed and extract-features require -o/--out; the hidden old spelling --output must do too,
-    on every command that writes somewhere, and giving neither must still be refused."""
+    as on the commands that always had it, and giving neither must still be refused."""
     parser = build_parser()
     for command in (["embed", "--model", "minilm", "t.txt"], ["extract-features", "--model", "minilm", "t.txt"],
                     ["vocab", "c.txt"]):
         assert parser.parse_args(command + ["--output", "x"]).out == "x"
         assert parser.parse_args(command + ["-o", "x"]).out == "x"
-    try:
+    with pytest.raises(SystemExit) as stop:
         parser.parse_args(["embed", "--model", "minilm", "t.txt"])
-    except SystemExit as stop:
-        assert stop.code == 2
-    else:
-        raise AssertionError("embed without -o/--out was accepted")
+    assert stop.value.code == 2
