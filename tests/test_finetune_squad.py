@@ -441,6 +441,36 @@ def test_option_questions_from_a_man_page(tmp_path):
     assert all(e.found_answers() == e.answers for e in examples) and len(examples) == 3
 
 
+# --- golden: the new span head is the tensor HF's from_pretrained draws for the seed ------------------
+def test_the_span_head_for_a_seed_is_hfs_draw_for_it_whatever_the_encoders_size(tmp_path):
+    """load_base_model(seed=s) starts the span head from the tensor transformers'
+    BertForQuestionAnswering.from_pretrained draws under torch.manual_seed(s) (normal(0, 0.02), zero
+    bias), so a seed starts both sides from the same weights; added special tokens (more embedding
+    rows drawn first) leave it alone, and another seed draws another head."""
+    transformers = pytest.importorskip("transformers")
+    from bertlab import BertModel, save_pretrained
+    from bertlab.finetune.setup import load_base_model
+    words = [f"w{i}" for i in range(40)]
+    tokenizer = BertTokenizer({t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])})
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=32)
+    torch.manual_seed(0)
+    save_pretrained(BertModel(config), tmp_path / "base", tokenizer)
+    task = QuestionAnsweringTask(max_seq_length=32)
+    heads = {}
+    for seed in (3, 4):
+        ours = load_base_model(task, str(tmp_path / "base"), quiet=True, seed=seed).model.qa_outputs
+        torch.manual_seed(seed)
+        theirs = transformers.BertForQuestionAnswering.from_pretrained(tmp_path / "base").qa_outputs
+        assert torch.equal(ours.weight, theirs.weight) and torch.equal(ours.bias, theirs.bias)
+        assert not ours.bias.any() and 0.01 < float(ours.weight.detach().std()) < 0.03
+        heads[seed] = ours.weight.detach().clone()
+    assert not torch.equal(heads[3], heads[4])
+    grown = load_base_model(task, str(tmp_path / "base"), added_tokens=["[E1]"], quiet=True, seed=3).model
+    assert grown.bert.embeddings.word_embeddings.weight.shape[0] == len(tokenizer) + 1
+    assert torch.equal(grown.qa_outputs.weight, heads[3])
+
+
 # --- golden: a training step equals HF's (benchmarks/qa_step_parity.py runs it on MiniLM) ------------
 def test_training_steps_equal_hf_trainers_once_its_two_differences_are_aligned(tmp_path):
     """From the same weights on the same padded batches, bertlab's fine-tuning step (its optimizer,

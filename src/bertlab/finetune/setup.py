@@ -61,8 +61,8 @@ def load_base_model(task, name, init="pretrained", added_tokens=(), quiet=False,
     config = read_config(folder)
     tokenizer = load_tokenizer(folder, config=config)
     added = tokenizer.add_special_tokens(added_tokens) if added_tokens else 0
-    torch.manual_seed(seed)  # the new head's weights: the same for the same --seed
-    model = task.build_model(replace(config, vocab_size=config.vocab_size + added), init_weights=True)
+    torch.manual_seed(seed)  # the new head's weights: the same for the same --seed (a span head: its own generator)
+    model = task.build_model(replace(config, vocab_size=config.vocab_size + added), init_weights=True, head_seed=seed)
     report = None
     if init == "pretrained":
         state = read_state_dict(folder)

@@ -57,11 +57,11 @@ class Task(ABC):
         """Token ids and targets; every feature carries `example_index` (several features may come
         from one example: the sliding windows of long inputs)."""
 
-    def build_model(self, config, init_weights: bool = True) -> torch.nn.Module:
+    def build_model(self, config, init_weights: bool = True, head_seed: int | None = None) -> torch.nn.Module:
         """The BertFor* model for this task (models.task_model: the head by task name, sized by
-        num_outputs)."""
+        num_outputs; `head_seed` seeds a span head's draw)."""
         from ..models.bert_tasks import task_model
-        return task_model(self.name, config, self.num_outputs(), init_weights)
+        return task_model(self.name, config, self.num_outputs(), init_weights, head_seed)
 
     def num_outputs(self) -> int:
         """The rows of a labelled head: one per label (regression: 1; QA and multiple choice: unused)."""

@@ -66,15 +66,23 @@ class BertForQuestionAnswering(_BertWithHead):
     loss gives it probability 0 and a window's loss is the same alone as padded in any batch (HF's
     head scores padding positions too, from the encoder's output there)."""
 
-    def __init__(self, config: BertConfig, init_weights: bool = True):
+    def __init__(self, config: BertConfig, init_weights: bool = True, head_seed: int | None = None):
         super().__init__(config, init_weights)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         if init_weights:
-            # HF's normal(0, 0.02), not google's cut at two standard deviations: on 1,639 long-answer
-            # questions (docs/results/qa-parity.md) the second epoch gained at most 1.5 dev F1 in 11
-            # runs with the cut head, more than 0.7 in 20 of 23 with the full normal (HF's recipe)
-            nn.init.normal_(self.qa_outputs.weight, std=config.initializer_range)
-            nn.init.zeros_(self.qa_outputs.bias)
+            self.init_span_head(head_seed)
+
+    def init_span_head(self, seed: int | None = None):
+        """The new span head: normal(0, initializer_range) weights and a zero bias, as HF's (google's
+        run_squad cuts the normal at two standard deviations; on 1,639 long-answer questions the cut
+        head's second epoch gained at most 1.5 dev F1 in 11 runs: docs/results/qa-parity.md). With a
+        seed, drawn from a generator of its own: the same tensor for the same seed whatever the
+        encoder's size, and the tensor HF's from_pretrained draws under torch.manual_seed(seed), so
+        a seed starts both from the same weights (the head's draw decides much of a short run)."""
+        generator = None if seed is None else torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            self.qa_outputs.weight.normal_(0.0, self.config.initializer_range, generator=generator)
+            self.qa_outputs.bias.zero_()
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None):
         out = self.bert(input_ids, token_type_ids, attention_mask)
@@ -125,15 +133,20 @@ TASK_HEADS = {"ner": BertForTokenClassification, "squad": BertForQuestionAnsweri
               "relation": BertForRelationClassification}
 
 
-def task_model(task: str, config: BertConfig, num_labels: int, init_weights: bool = True) -> nn.Module:
+def task_model(task: str, config: BertConfig, num_labels: int, init_weights: bool = True,
+               head_seed: int | None = None) -> nn.Module:
     """The BertFor* model fine-tuning task `task` trains; `num_labels` sizes a labelled head (it is
-    ignored by question answering and multiple choice, whose heads have a fixed size). A
-    ModernBertConfig gives the ModernBertFor* model of the task (modernbert.modernbert_task_model)."""
+    ignored by question answering and multiple choice, whose heads have a fixed size). `head_seed`
+    seeds question answering's span head alone (BertForQuestionAnswering.init_span_head); the other
+    heads draw google's initialiser from torch's generator, after the encoder. A ModernBertConfig
+    gives the ModernBertFor* model of the task (modernbert.modernbert_task_model)."""
     from .modernbert_config import ModernBertConfig
     if isinstance(config, ModernBertConfig):
         from .modernbert import modernbert_task_model
         return modernbert_task_model(task, config, num_labels, init_weights)
     head = TASK_HEADS.get(str(task).lower(), BertForSequenceClassification)
-    if head in (BertForQuestionAnswering, BertForMultipleChoice):
+    if head is BertForQuestionAnswering:
+        return head(config, init_weights, head_seed)
+    if head is BertForMultipleChoice:
         return head(config, init_weights)
     return head(config, num_labels, init_weights)
