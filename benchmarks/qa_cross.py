@@ -13,7 +13,8 @@ without its speed paths, training exactly as HF's: docs/results/qa-parity.md).
           (bench_finetune.run_hf_squad: Trainer, run_qa's windows and post-processing).
 --head    the span head's initial weights: bertlab = what load_base_model draws for --seed, hf = what
           HF's from_pretrained draws under torch.manual_seed(seed), normal = normal(0, 0.02) drawn
-          for --seed, truncated = normal(0, 0.02) cut at two standard deviations (google's).
+          for --seed, truncated = normal(0, 0.02) cut at two standard deviations (google's). Since
+          39497dd bertlab, hf and normal are one tensor (bertlab draws HF's for the seed).
 --plain   bertlab's model without its CPU speed paths for the whole run: `padding`:
           the padded layout (accelerate() without BERT's packing or bucketing); `dropout`: torch's
           F.dropout in place of every numpy-drawn mask; `all` (or the flag alone): both, so only
