@@ -441,6 +441,19 @@ def test_option_questions_from_a_man_page(tmp_path):
     assert all(e.found_answers() == e.answers for e in examples) and len(examples) == 3
 
 
+def _tiny_base(folder, **dropout):
+    """A tiny random BERT (40 words, 2 layers of 32) saved at `folder` as a checkpoint both
+    load_base_model and transformers' from_pretrained read: its (tokenizer, config)."""
+    from bertlab import BertModel, save_pretrained
+    words = [f"w{i}" for i in range(40)]
+    tokenizer = BertTokenizer({t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])})
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=32, **dropout)
+    torch.manual_seed(0)
+    save_pretrained(BertModel(config), folder, tokenizer)
+    return tokenizer, config
+
+
 # --- golden: the new span head is the tensor HF's from_pretrained draws for the seed ------------------
 def test_the_span_head_for_a_seed_is_hfs_draw_for_it_whatever_the_encoders_size(tmp_path):
     """load_base_model(seed=s) starts the span head from the tensor transformers'
@@ -448,14 +461,8 @@ def test_the_span_head_for_a_seed_is_hfs_draw_for_it_whatever_the_encoders_size(
     bias), so a seed starts both sides from the same weights; added special tokens (more embedding
     rows drawn first) leave it alone, and another seed draws another head."""
     transformers = pytest.importorskip("transformers")
-    from bertlab import BertModel, save_pretrained
     from bertlab.finetune.setup import load_base_model
-    words = [f"w{i}" for i in range(40)]
-    tokenizer = BertTokenizer({t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])})
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=32)
-    torch.manual_seed(0)
-    save_pretrained(BertModel(config), tmp_path / "base", tokenizer)
+    tokenizer, config = _tiny_base(tmp_path / "base")
     task = QuestionAnsweringTask(max_seq_length=32)
     heads = {}
     for seed in (3, 4):
@@ -480,18 +487,11 @@ def test_training_steps_equal_hf_trainers_once_its_two_differences_are_aligned(t
     lr 0 (ours (step+1)/warmup: HF's optimizer stepped with our schedule here). Without those, HF's
     loss differs as soon as a batch holds padding."""
     transformers = pytest.importorskip("transformers")
-    from bertlab import BertModel, save_pretrained
     from bertlab.finetune.objective import FineTuning, FinetuneSettings
     from bertlab.finetune.setup import load_base_model
     from bertlab.training.engine import train_step
     from bertlab.training.schedules import make_scheduler
-    words = [f"w{i}" for i in range(40)]
-    tokenizer = BertTokenizer({t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])})
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
-                        attention_probs_dropout_prob=0.0)
-    torch.manual_seed(0)
-    save_pretrained(BertModel(config), tmp_path / "base", tokenizer)
+    tokenizer, config = _tiny_base(tmp_path / "base", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     task = QuestionAnsweringTask(max_seq_length=32)
     ours = load_base_model(task, str(tmp_path / "base"), quiet=True, seed=3).model
     theirs = transformers.BertForQuestionAnswering.from_pretrained(tmp_path / "base")
@@ -554,15 +554,9 @@ def test_a_training_step_with_dropout_equals_hfs_given_the_same_masks(tmp_path, 
     shape; the test below shows the accelerated (packed) path equal to this one."""
 
     transformers = pytest.importorskip("transformers")
-    from bertlab import BertModel, save_pretrained
     from bertlab.finetune.setup import load_base_model
     from bertlab.interop.hf_bert import to_hf_name
-    words = [f"w{i}" for i in range(40)]
-    tokenizer = BertTokenizer({t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])})
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=32)
-    torch.manual_seed(0)
-    save_pretrained(BertModel(config), tmp_path / "base", tokenizer)
+    tokenizer, config = _tiny_base(tmp_path / "base")
     task = QuestionAnsweringTask(max_seq_length=32)
     ours = load_base_model(task, str(tmp_path / "base"), quiet=True, seed=3).model
     theirs = transformers.BertForQuestionAnswering.from_pretrained(tmp_path / "base", attn_implementation="eager")
