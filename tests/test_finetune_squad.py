@@ -462,7 +462,7 @@ def test_the_span_head_for_a_seed_is_hfs_draw_for_it_whatever_the_encoders_size(
     rows drawn first) leave it alone, and another seed draws another head."""
     transformers = pytest.importorskip("transformers")
     from bertlab.finetune.setup import load_base_model
-    tokenizer, config = _tiny_base(tmp_path / "base")
+    tokenizer, _ = _tiny_base(tmp_path / "base")
     task = QuestionAnsweringTask(max_seq_length=32)
     heads = {}
     for seed in (3, 4):
@@ -491,7 +491,7 @@ def test_training_steps_equal_hf_trainers_once_its_two_differences_are_aligned(t
     from bertlab.finetune.setup import load_base_model
     from bertlab.training.engine import train_step
     from bertlab.training.schedules import make_scheduler
-    tokenizer, config = _tiny_base(tmp_path / "base", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    tokenizer, _ = _tiny_base(tmp_path / "base", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     task = QuestionAnsweringTask(max_seq_length=32)
     ours = load_base_model(task, str(tmp_path / "base"), quiet=True, seed=3).model
     theirs = transformers.BertForQuestionAnswering.from_pretrained(tmp_path / "base")
