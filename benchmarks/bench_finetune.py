@@ -278,12 +278,16 @@ def run_hf_squad(folder, out, epochs, evaluate=True, group_by_length=True, lr=5e
     torch.manual_seed(seed)
     model = BertForQuestionAnswering.from_pretrained(resolve("minilm"))
 
+    last_answers = {}                     # the latest evaluation's {question id: answer}
+
     def squad_scores(features, examples):
         inputs, info = features
 
         def compute(p):
             logits = finetune_hf.in_dataset_order(p.predictions, p.inputs, inputs)
             answers = finetune_hf.answers_from_logits(*logits, info, examples, max_answer_length, n_best_size)
+            last_answers.clear()
+            last_answers.update(answers)
             found = squad_evaluate({e.qas_id: [text for text, _ in e.answers] for e in examples}, answers)
             return {k: found[k] for k in SCORES["squad"]}
         return compute
@@ -297,6 +301,12 @@ def run_hf_squad(folder, out, epochs, evaluate=True, group_by_length=True, lr=5e
     if evaluate:
         result["dev"] = scored(trainer, dev[0], squad_scores(dev, splits[1]), SCORES["squad"])
         result["test"] = scored(trainer, test[0], squad_scores(test, splits[2]), SCORES["squad"])
+        # the test answers, one JSON line per question as bertlab's test_predictions.jsonl, so that
+        # the two sides can be compared question by question
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "test_predictions.jsonl"), "w", encoding="utf-8") as f:
+            for e in splits[2]:
+                f.write(json.dumps({"id": e.qas_id, "answer": last_answers.get(e.qas_id, "")}) + "\n")
     return result
 
 
