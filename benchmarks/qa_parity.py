@@ -22,6 +22,9 @@ two windows, so HF gets, for each question, overlap = (max_length - question pie
 which cuts the very same windows. Prints a markdown table of every run's dev and test EM/F1, the
 training updates each side made (windows and steps), and the mean per side; everything also as
 OUT/results.json. --threads (default 1) sets every side's torch threads.
+
+--compare (no training) puts each seed's two test answer files (OUT/bertlab{seed}, OUT/hf{seed})
+side by side, question by question, into OUT/compare.json.
 """
 import argparse
 import json
@@ -182,6 +185,94 @@ def decoders(data, out, a) -> list[dict]:
     return rows
 
 
+def _hf_test_answers(data, folder, a) -> dict:
+    """{question id: answer} of an HF run's folder: its test_predictions.jsonl, or, for runs made
+    before the benchmark wrote one, its best checkpoint (trainer_state.json's best_model_checkpoint)
+    rescored on test the way run_hf_squad scores it (finetune_hf.py's windows and decoder)."""
+    path = os.path.join(folder, "test_predictions.jsonl")
+    if not os.path.exists(path):
+        import finetune_hf
+        import torch
+        from transformers import AutoTokenizer, BertForQuestionAnswering
+
+        from bertlab.finetune.squad import QuestionAnsweringTask
+        torch.set_num_threads(a.threads)
+        checkpoints = sorted(d for d in os.listdir(folder) if d.startswith("checkpoint-"))
+        with open(os.path.join(folder, checkpoints[-1], "trainer_state.json"), encoding="utf-8") as f:
+            best = json.load(f)["best_model_checkpoint"]
+        best = os.path.join(folder, os.path.basename(best))
+        task = QuestionAnsweringTask(max_seq_length=a.max_seq_length, doc_stride=a.doc_stride)
+        examples = task.read(os.path.join(data, "test.json"))
+        tok = AutoTokenizer.from_pretrained(best)
+        model = BertForQuestionAnswering.from_pretrained(best).eval()
+        inputs, info = finetune_hf.features_qa(tok, examples, a.max_seq_length, a.doc_stride)
+        starts, ends = [], []
+        with torch.inference_mode():
+            for k in range(0, len(inputs), 32):
+                batch = tok.pad([{key: x[key] for key in ("input_ids", "token_type_ids", "attention_mask")}
+                                 for x in inputs[k:k + 32]], return_tensors="pt")
+                out = model(**batch)
+                starts += out.start_logits.tolist()
+                ends += out.end_logits.tolist()
+        answers = finetune_hf.answers_from_logits(starts, ends, info, examples, a.max_answer_length, a.n_best_size)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            for e in examples:
+                f.write(json.dumps({"id": e.qas_id, "answer": answers.get(e.qas_id, ""),
+                                    "rescored_from": os.path.basename(best)}) + "\n")
+        os.replace(path + ".tmp", path)
+    with open(path, encoding="utf-8") as f:
+        return {row["id"]: row["answer"] for row in map(json.loads, f)}
+
+
+def compare(data, out, a) -> dict:
+    """No training: each seed's bertlab and HF test answers (OUT/bertlab{seed}, OUT/hf{seed}) side by
+    side, question by question: which answers differ and which side each difference favours, how
+    each side's wrong answers are wrong (cut short, run long, overlapping, missed), and F1 by the
+    gold answer's length in words."""
+    from bertlab.finetune.squad import QuestionAnsweringTask
+    from bertlab.finetune.squad_metrics import exact_match, f1_score, normalize_answer
+    examples = QuestionAnsweringTask().read(os.path.join(data, "test.json"))
+    gold = {e.qas_id: [t for t, _ in e.answers] for e in examples}
+    words = {e.qas_id: len(e.answers[0][0].split()) for e in examples}
+    buckets = {"1-10 words": range(1, 11), "11-22 words": range(11, 23), "23+ words": range(23, 10 ** 6)}
+
+    def kind(prediction, answers):
+        p = normalize_answer(prediction)
+        if any(exact_match(prediction, g) for g in answers):
+            return "exact"
+        if any(p and p in normalize_answer(g) for g in answers):
+            return "cut short"
+        if any(normalize_answer(g) in p for g in answers):
+            return "runs long"
+        return "overlaps" if max(f1_score(prediction, g) for g in answers) > 0 else "missed"
+
+    report = {"seeds": []}
+    for seed in (int(s) for s in a.seeds.split(",")):
+        with open(os.path.join(out, f"bertlab{seed}", "test_predictions.jsonl"), encoding="utf-8") as f:
+            sides = {"bertlab": {row["id"]: row["answer"] for row in map(json.loads, f)},
+                     "hf": _hf_test_answers(data, os.path.join(out, f"hf{seed}"), a)}
+        f1 = {side: {q: max(f1_score(answers.get(q, ""), g) for g in gold[q]) for q in gold}
+              for side, answers in sides.items()}
+        differ = [q for q in gold if sides["bertlab"].get(q, "") != sides["hf"].get(q, "")]
+        row = {"seed": seed, "questions": len(gold),
+               "f1": {side: 100 * statistics.mean(v.values()) for side, v in f1.items()},
+               "answers_differing": len(differ),
+               "bertlab_better": sum(f1["bertlab"][q] > f1["hf"][q] for q in differ),
+               "hf_better": sum(f1["hf"][q] > f1["bertlab"][q] for q in differ),
+               "kinds": {side: {k: sum(kind(answers.get(q, ""), gold[q]) == k for q in gold)
+                                for k in ("exact", "cut short", "runs long", "overlaps", "missed")}
+                         for side, answers in sides.items()},
+               "f1_by_length": {name: {"questions": sum(words[q] in r for q in gold),
+                                       **{side: 100 * statistics.mean([f1[side][q] for q in gold if words[q] in r] or [0])
+                                          for side in sides}}
+                                for name, r in buckets.items()}}
+        report["seeds"].append(row)
+        report.setdefault("differing", {}).update({f"{seed}:{q}": {"gold": gold[q][0], **{s: sides[s].get(q, "") for s in sides}}
+                                               for q in differ})
+        print(json.dumps({k: v for k, v in row.items()}), flush=True)
+    return report
+
+
 def table(results) -> str:
     rows = ["| side | seed | dev EM | dev F1 | test EM | test F1 | updates (steps) | minutes |",
             "|---|---|---|---|---|---|---|---|"]
@@ -222,12 +313,18 @@ def main():
                         help="no training: compare both sides' windows, labels and answer texts on the data")
     parser.add_argument("--decoders", action="store_true",
                         help="no training: rescore OUT's bertlab models on test with both sides' decoders")
+    parser.add_argument("--compare", action="store_true",
+                        help="no training: OUT's bertlab and HF test answers of each seed, question by question")
     a = parser.parse_args()
     os.makedirs(a.out, exist_ok=True)
     data = a.data or build_data(a.out, {"train": a.train, "dev": a.dev, "test": a.test}, a.max_words)
     if a.decoders:
         with open(os.path.join(a.out, "decoders.json"), "w", encoding="utf-8") as f:
             json.dump(decoders(data, a.out, a), f, indent=1)
+        return
+    if a.compare:
+        with open(os.path.join(a.out, "compare.json"), "w", encoding="utf-8") as f:
+            json.dump(compare(data, a.out, a), f, indent=1)
         return
     if a.inspect:
         with open(os.path.join(a.out, "inspect.json"), "w", encoding="utf-8") as f:

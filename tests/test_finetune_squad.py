@@ -683,3 +683,31 @@ def test_the_packed_bucketed_training_step_equals_the_padded_one_given_the_same_
     for name, grad in padded.items():
         torch.testing.assert_close(packed[name], grad, atol=1e-6, rtol=1e-4, msg=name)
 
+
+
+def test_qa_parity_compares_the_two_sides_answers_question_by_question(tmp_path):
+    """benchmarks/qa_parity.py --compare: which side each differing answer favours, and how each
+    side's wrong answers are wrong (cut short, runs long, overlaps, missed)."""
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "benchmarks"))
+    import argparse
+
+    import qa_parity
+    context = "-a: list all the files. -b: print the size in blocks of one kilobyte. -c: count."
+    gold = ["list all the files.", "print the size in blocks of one kilobyte.", "count."]
+    qas = [{"id": f"q{i}", "question": f"What does option {i} do?",
+            "answers": [{"text": g, "answer_start": context.index(g)}]} for i, g in enumerate(gold)]
+    (tmp_path / "test.json").write_text(json.dumps({"data": [{"paragraphs": [{"context": context, "qas": qas}]}]}),
+                                        encoding="utf-8")
+    answers = {"bertlab": ["list all the files.", "print the size", "count."],
+               "hf": ["list all the files. -b: print", "print the size in blocks of one kilobyte.", "-a:"]}
+    for side, texts in answers.items():
+        (tmp_path / f"{side}0").mkdir()
+        (tmp_path / f"{side}0" / "test_predictions.jsonl").write_text(
+            "".join(json.dumps({"id": f"q{i}", "answer": t}) + "\n" for i, t in enumerate(texts)), encoding="utf-8")
+    report = qa_parity.compare(str(tmp_path), str(tmp_path), argparse.Namespace(seeds="0"))
+    (row,) = report["seeds"]
+    assert (row["answers_differing"], row["bertlab_better"], row["hf_better"]) == (3, 2, 1)
+    assert row["kinds"]["bertlab"] == {"exact": 2, "cut short": 1, "runs long": 0, "overlaps": 0, "missed": 0}
+    assert row["kinds"]["hf"] == {"exact": 1, "cut short": 0, "runs long": 1, "overlaps": 0, "missed": 1}
+    assert row["f1_by_length"]["1-10 words"]["questions"] == 3
+    assert set(report["differing"]) == {"0:q0", "0:q1", "0:q2"}
