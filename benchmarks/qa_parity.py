@@ -185,6 +185,12 @@ def decoders(data, out, a) -> list[dict]:
     return rows
 
 
+def _answers(path) -> dict:
+    """{question id: answer} of a test_predictions.jsonl (either side's)."""
+    with open(path, encoding="utf-8") as f:
+        return {row["id"]: row["answer"] for row in map(json.loads, f)}
+
+
 def _hf_test_answers(data, folder, a) -> dict:
     """{question id: answer} of an HF run's folder: its test_predictions.jsonl, or, for runs made
     before the benchmark wrote one, its best checkpoint (trainer_state.json's best_model_checkpoint)
@@ -220,8 +226,7 @@ def _hf_test_answers(data, folder, a) -> dict:
                 f.write(json.dumps({"id": e.qas_id, "answer": answers.get(e.qas_id, ""),
                                     "rescored_from": os.path.basename(best)}) + "\n")
         os.replace(path + ".tmp", path)
-    with open(path, encoding="utf-8") as f:
-        return {row["id"]: row["answer"] for row in map(json.loads, f)}
+    return _answers(path)
 
 
 def compare(data, out, a) -> dict:
@@ -248,9 +253,8 @@ def compare(data, out, a) -> dict:
 
     report = {"seeds": []}
     for seed in (int(s) for s in a.seeds.split(",")):
-        with open(os.path.join(out, f"bertlab{seed}", "test_predictions.jsonl"), encoding="utf-8") as f:
-            sides = {"bertlab": {row["id"]: row["answer"] for row in map(json.loads, f)},
-                     "hf": _hf_test_answers(data, os.path.join(out, f"hf{seed}"), a)}
+        sides = {"bertlab": _answers(os.path.join(out, f"bertlab{seed}", "test_predictions.jsonl")),
+                 "hf": _hf_test_answers(data, os.path.join(out, f"hf{seed}"), a)}
         f1 = {side: {q: max(f1_score(answers.get(q, ""), g) for g in gold[q]) for q in gold}
               for side, answers in sides.items()}
         differ = [q for q in gold if sides["bertlab"].get(q, "") != sides["hf"].get(q, "")]
@@ -263,13 +267,13 @@ def compare(data, out, a) -> dict:
                                 for k in ("exact", "cut short", "runs long", "overlaps", "missed")}
                          for side, answers in sides.items()},
                "f1_by_length": {name: {"questions": sum(words[q] in r for q in gold),
-                                       **{side: 100 * statistics.mean([f1[side][q] for q in gold if words[q] in r] or [0])
-                                          for side in sides}}
+                                       **{side: 100 * statistics.mean(scores) if (scores := [f1[side][q] for q in gold if words[q] in r])
+                                          else None for side in sides}}
                                 for name, r in buckets.items()}}
         report["seeds"].append(row)
         report.setdefault("differing", {}).update({f"{seed}:{q}": {"gold": gold[q][0], **{s: sides[s].get(q, "") for s in sides}}
                                                for q in differ})
-        print(json.dumps({k: v for k, v in row.items()}), flush=True)
+        print(json.dumps(row), flush=True)
     return report
 
 

@@ -684,7 +684,6 @@ def test_the_packed_bucketed_training_step_equals_the_padded_one_given_the_same_
         torch.testing.assert_close(packed[name], grad, atol=1e-6, rtol=1e-4, msg=name)
 
 
-
 def test_qa_parity_compares_the_two_sides_answers_question_by_question(tmp_path):
     """benchmarks/qa_parity.py --compare: which side each differing answer favours, and how each
     side's wrong answers are wrong (cut short, runs long, overlaps, missed)."""
